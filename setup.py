@@ -1,0 +1,37 @@
+"""Installs tf_contrib_easgd: Elastic Averaging SGD for TensorFlow 2.x on tf.compat.v1."""
+
+import pathlib
+import re
+
+import setuptools
+
+HERE = pathlib.Path(__file__).parent
+VERSION = re.search(
+    r'^__version__ = "([^"]+)"', (HERE / "tf_contrib_easgd" / "__init__.py").read_text(), re.M
+).group(1)
+
+setuptools.setup(
+    name="tf_contrib_easgd",
+    version=VERSION,
+    description="tf.contrib.opt.ElasticAverageOptimizer (EASGD) for TensorFlow 2.x graph mode",
+    long_description=(HERE / "README.md").read_text(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.11",
+    packages=["tf_contrib_easgd"],
+    install_requires=[
+        "tensorflow>=2.15,<2.22",
+        "absl-py>=1.0",
+        "numpy",
+        "scikit-learn>=1.2",  # Ships the embedded 8x8 digits dataset of easgd-train.
+    ],
+    extras_require={
+        "test": ["pytest>=8", "pytest-timeout>=2.2", "portpicker>=1.6", "ruff==0.17.6"],
+        "demo": [],
+    },
+    entry_points={"console_scripts": []},
+    classifiers=[
+        "Programming Language :: Python :: 3.11",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

@@ -1,0 +1,202 @@
+"""The custom getter that gives every trainable variable a worker copy and two centres."""
+
+import dataclasses
+
+import tensorflow as tf
+
+from tf_contrib_easgd import _validation
+
+LOCAL_VARIABLE_NAME = "local_center_variable"
+GLOBAL_VARIABLE_NAME = "global_center_variable"
+GLOBAL_STEP = "global_step"
+
+_LOCAL = tf.compat.v1.GraphKeys.LOCAL_VARIABLES
+_GLOBAL = tf.compat.v1.GraphKeys.GLOBAL_VARIABLES
+_TRAINABLE = tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES
+
+# The order in which `tf.compat.v1.get_variable` hands its arguments to a getter. TF itself
+# passes them by keyword, but a user's chained getter may pass them by position; naming them
+# here lets the getter treat both forms alike (contrib took some of them twice, API.md item 4).
+_GETTER_ARGUMENTS = (
+    "shape",
+    "dtype",
+    "initializer",
+    "regularizer",
+    "reuse",
+    "trainable",
+    "collections",
+    "caching_device",
+    "partitioner",
+    "validate_shape",
+    "use_resource",
+    "constraint",
+    "synchronization",
+    "aggregation",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class CenteredVariable:
+    """One trainable (partition of a) variable with the two centres made for it.
+
+    Attributes:
+        worker: the worker's own copy x_i, trained by the wrapped optimizer.
+        local_center: the last value of the global centre this worker read.
+        global_center: the centre x~ shared by all workers (on a parameter server).
+    """
+
+    worker: tf.Variable
+    local_center: tf.Variable
+    global_center: tf.Variable
+
+
+class ElasticAverageCustomGetter:
+    """Creates the worker copy, the local centre and the global centre of each variable.
+
+    Use it as the `custom_getter` of a `tf.compat.v1.variable_scope`, inside a
+    `tf.compat.v1.train.replica_device_setter` device scope, and create variables with
+    `tf.compat.v1.get_variable`. For a trainable variable `NAME` it makes:
+
+    * `NAME` on `worker_device`, in LOCAL_VARIABLES and TRAINABLE_VARIABLES (returned);
+    * `global_center_variable/NAME` where the enclosing device function puts variables
+      (a parameter server), in GLOBAL_VARIABLES, not trainable;
+    * `local_center_variable/NAME` on `worker_device`, in LOCAL_VARIABLES, not trainable.
+
+    Partitioned variables are handled partition by partition. Getting a variable again
+    with `reuse=True` or `tf.compat.v1.AUTO_REUSE` returns the existing worker copy and
+    makes no second centre. Non-trainable variables pass through unchanged, except that
+    those in LOCAL_VARIABLES are placed on `worker_device`.
+
+    Example:
+
+    ```python
+    getter = ElasticAverageCustomGetter(worker_device="/job:worker/task:0")
+    with tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(
+            worker_device="/job:worker/task:0", cluster=cluster)), \\
+         tf.compat.v1.variable_scope("", custom_getter=getter):
+        w = tf.compat.v1.get_variable("w", [784, 10])
+    ```
+    """
+
+    def __init__(self, worker_device):
+        """Creates the getter.
+
+        Args:
+            worker_device: device string of this worker, e.g. `"/job:worker/task:0"`.
+
+        Raises:
+            TypeError: if `worker_device` is not a string.
+            ValueError: if `worker_device` is not a valid device specification.
+        """
+        _validation.check_device(worker_device, "worker_device")
+        self._worker_device = worker_device
+        self._by_name = {}  # name of a worker copy (or partition) -> CenteredVariable
+        self._saveables = {}  # original variable name -> global centre (or its partitions)
+
+    @property
+    def worker_device(self):
+        """The device string the worker copies and local centres live on."""
+        return self._worker_device
+
+    def __call__(self, getter, name, *args, **kwargs):
+        """Gets or creates the variable `name`; called by `tf.compat.v1.get_variable`.
+
+        Args:
+            getter: the next getter in the chain.
+            name: full name of the variable.
+            *args: the remaining `get_variable` arguments, by position.
+            **kwargs: the remaining `get_variable` arguments, by keyword.
+
+        Returns:
+            The worker copy for trainable variables; otherwise what `getter` returns.
+
+        Raises:
+            TypeError: if an argument is given both by position and by keyword.
+        """
+        kwargs = _as_keywords(args, kwargs)
+        collections = list(kwargs.get("collections") or [_GLOBAL])
+        if not _is_trainable(kwargs):
+            if _LOCAL in collections:
+                with tf.compat.v1.device(self._worker_device):
+                    return getter(name, **kwargs)
+            return getter(name, **kwargs)
+
+        worker_collections = [c for c in collections if c not in (_GLOBAL, _LOCAL)]
+        with tf.compat.v1.device(self._worker_device):
+            worker = getter(
+                name, **dict(kwargs, trainable=True, collections=[_LOCAL, *worker_collections])
+            )
+        if partitions(worker)[0].name in self._by_name:
+            return worker  # Reused: its centres exist already.
+
+        center_kwargs = dict(kwargs, trainable=False, reuse=tf.compat.v1.AUTO_REUSE)
+        center_kwargs.pop("regularizer", None)  # The penalty belongs to the worker copy only.
+        global_center = getter(
+            f"{GLOBAL_VARIABLE_NAME}/{name}", **dict(center_kwargs, collections=[_GLOBAL])
+        )
+        with tf.compat.v1.device(self._worker_device):
+            local_center = getter(
+                f"{LOCAL_VARIABLE_NAME}/{name}", **dict(center_kwargs, collections=[_LOCAL])
+            )
+        for parts in zip(
+            partitions(worker), partitions(local_center), partitions(global_center), strict=True
+        ):
+            self._by_name[parts[0].name] = CenteredVariable(*parts)
+        self._saveables[name] = global_center
+        return worker
+
+    def centered_variables(self):
+        """Returns a `CenteredVariable` per worker copy (or partition), in creation order."""
+        return list(self._by_name.values())
+
+    def find(self, variable):
+        """Returns the `CenteredVariable` of `variable`, a worker copy made by this getter.
+
+        Args:
+            variable: a worker copy (or one partition of one).
+
+        Raises:
+            ValueError: if `variable` was not created through this getter.
+        """
+        entry = self._by_name.get(getattr(variable, "name", None))
+        if entry is None or entry.worker is not variable:
+            raise ValueError(
+                f"Variable {getattr(variable, 'name', variable)!r} was not created through "
+                "this ElasticAverageCustomGetter; create it with tf.compat.v1.get_variable "
+                "inside tf.compat.v1.variable_scope(..., custom_getter=<the getter>)."
+            )
+        return entry
+
+    def global_centers_by_name(self):
+        """Maps each original variable name to its global centre (a list for partitions)."""
+        return {name: partitions(center) for name, center in self._saveables.items()}
+
+
+def partitions(variable):
+    """Returns the partitions of a partitioned variable, or `[variable]` for any other item.
+
+    TF 2 no longer exports `PartitionedVariable`; it is the iterable that is not a variable.
+    """
+    if isinstance(variable, tf.Variable) or not hasattr(variable, "__iter__"):
+        return [variable]
+    return list(variable)
+
+
+def _as_keywords(args, kwargs):
+    """Returns the getter arguments with those given by position turned into keywords."""
+    if len(args) > len(_GETTER_ARGUMENTS):
+        raise TypeError(f"custom getter got {len(args)} positional arguments: {args!r}")
+    merged = dict(kwargs)
+    for key, value in zip(_GETTER_ARGUMENTS, args, strict=False):
+        if key in merged:
+            raise TypeError(f"custom getter got argument {key!r} both by position and by keyword")
+        merged[key] = value
+    return merged
+
+
+def _is_trainable(kwargs):
+    """Whether `get_variable` would make a trainable variable from these arguments."""
+    trainable = kwargs.get("trainable")
+    if trainable is None:
+        return kwargs.get("synchronization") != tf.VariableSynchronization.ON_READ
+    return bool(trainable)
