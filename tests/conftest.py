@@ -1,0 +1,108 @@
+"""Shared fixtures: the two variable worlds and one in-process gRPC cluster."""
+
+import contextlib
+import os
+import uuid
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import portpicker  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+# Blocking ops (queue barriers, remote reads) fail after this long instead of hanging a test.
+OPERATION_TIMEOUT_MS = 20_000
+
+
+@pytest.fixture(params=["tf1", "tf2"])
+def world(request):
+    """Runs the test in TF1 mode (ref variables) and in TF 2 graph mode (resource variables).
+
+    Yields:
+        "tf1" or "tf2". Tests build their graphs in `tf.Graph().as_default()` blocks, so
+        the process-wide default graph stays empty and the switch can be undone.
+    """
+    if request.param == "tf1":
+        tf.compat.v1.disable_v2_behavior()
+        try:
+            yield "tf1"
+        finally:
+            tf.compat.v1.reset_default_graph()  # Eager mode comes back only on a fresh one.
+            tf.compat.v1.enable_v2_behavior()
+    else:
+        yield "tf2"
+
+
+def is_resource(variable):
+    """Whether `variable` is a resource variable (TF 2 world) rather than a ref variable."""
+    return "resource" in variable.handle.dtype.name if hasattr(variable, "handle") else False
+
+
+class InProcessCluster:
+    """Parameter servers and workers as `tf.compat.v1.train.Server`s on loopback ports.
+
+    Servers cannot be stopped in-process, so one cluster serves the whole test session;
+    tests keep their state apart with a `tf.compat.v1.container` of their own.
+    """
+
+    def __init__(self, num_ps, num_workers, dead_workers=0):
+        """Starts the servers.
+
+        Args:
+            num_ps: number of parameter servers.
+            num_workers: number of workers with a running server.
+            dead_workers: number of further workers listed in the ClusterSpec whose
+                addresses have no server (a worker that is down).
+        """
+        addresses = [f"localhost:{portpicker.pick_unused_port()}" for _ in range(num_ps)]
+        workers = [
+            f"localhost:{portpicker.pick_unused_port()}" for _ in range(num_workers + dead_workers)
+        ]
+        self.spec = tf.train.ClusterSpec({"ps": addresses, "worker": workers})
+        self.servers = {
+            (job, index): tf.distribute.Server(self.spec, job_name=job, task_index=index)
+            for job, count in (("ps", num_ps), ("worker", num_workers))
+            for index in range(count)
+        }
+
+    def target(self, index):
+        """The session target of worker `index`."""
+        return self.servers["worker", index].target
+
+    def session_config(self, index):
+        """A ConfigProto that lets worker `index` see only the ps tasks and itself."""
+        return tf.compat.v1.ConfigProto(
+            device_filters=["/job:ps", f"/job:worker/task:{index}"],
+            operation_timeout_in_ms=OPERATION_TIMEOUT_MS,
+        )
+
+    def session(self, index, graph):
+        """A session of worker `index` on `graph`."""
+        return tf.compat.v1.Session(
+            self.target(index), graph=graph, config=self.session_config(index)
+        )
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """Two ps tasks and two workers, shared by the test session."""
+    return InProcessCluster(num_ps=2, num_workers=2)
+
+
+@pytest.fixture
+def container():
+    """A container name of the test's own, so that cluster state never leaks between tests."""
+    return f"test{uuid.uuid4().hex}"  # Letters and digits only.
+
+
+@contextlib.contextmanager
+def worker_scope(cluster_spec, index, getter, container_name):
+    """Device, container and variable scopes of worker `index`, as a TF1 script sets them."""
+    device = f"/job:worker/task:{index}"
+    setter = tf.compat.v1.train.replica_device_setter(worker_device=device, cluster=cluster_spec)
+    with (
+        tf.compat.v1.container(container_name),
+        tf.compat.v1.device(setter),
+        tf.compat.v1.variable_scope("", custom_getter=getter),
+    ):
+        yield
