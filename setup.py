@@ -20,16 +20,26 @@ setuptools.setup(
     python_requires=">=3.11",
     packages=["tf_contrib_easgd"],
     install_requires=[
-        "tensorflow>=2.15,<2.22",
+        "tensorflow>=2.15,<2.22",  # Tested: 2.15.1 (make test-tf215) and 2.21.0 (make test).
         "absl-py>=1.0",
         "numpy",
         "scikit-learn>=1.2",  # Ships the embedded 8x8 digits dataset of easgd-train.
+        "libcst>=1.1",  # easgd-migrate: rewrites TF1 scripts keeping formatting and comments.
+        "portpicker>=1.6",  # easgd-train local mode picks free loopback ports.
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-timeout>=2.2", "portpicker>=1.6", "ruff==0.17.6"],
         "demo": [],
+        # tf_contrib_easgd.estimator: tf.estimator exists up to TensorFlow 2.15 only.
+        "estimator": ["tensorflow>=2.15,<2.16", "tensorflow-estimator>=2.15,<2.16"],
+        "bench": ["matplotlib>=3.5"],  # benchmarks/: the PNG plots of BENCHMARKS.md.
     },
-    entry_points={"console_scripts": []},
+    entry_points={
+        "console_scripts": [
+            "easgd-migrate=tf_contrib_easgd.migrate:main",
+            "easgd-train=tf_contrib_easgd.train:main",
+        ]
+    },
     classifiers=[
         "Programming Language :: Python :: 3.11",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",

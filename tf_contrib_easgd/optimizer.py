@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from tf_contrib_easgd import _validation
 from tf_contrib_easgd.custom_getter import ElasticAverageCustomGetter, partitions
+from tf_contrib_easgd.exchange import ElasticExchange, run_if
 from tf_contrib_easgd.hook import ElasticAverageOptimizerHook
 
 _LOCAL = tf.compat.v1.GraphKeys.LOCAL_VARIABLES
@@ -209,6 +210,11 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         each local centre to the global centre x~, computes d = x - x~ and applies
         x <- x - alpha * d, x~ <- x~ + alpha * d, and adds one to `global_step`.
 
+        A step that does not exchange runs on the worker alone: it sends nothing to the
+        parameter servers. An exchange step makes one call to each ps task that holds
+        centres, carrying this worker's values and returning the centres (see
+        `tf_contrib_easgd/exchange.py`).
+
         Args:
             grads_and_vars: (gradient, variable) pairs, as `compute_gradients` returns.
             global_step: optional variable incremented once per exchange.
@@ -232,46 +238,31 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         with tf.compat.v1.variable_creator_scope(_create_as_local_variable):
             local_update = self._opt.apply_gradients(grads_and_vars)
         with tf.name_scope(name or self.get_name()) as scope:
-            with (
-                tf.compat.v1.device(self._getter.worker_device),
-                tf.control_dependencies([local_update]),
-            ):
-                step = tf.compat.v1.assign_add(self._local_step, 1, use_locking=self._use_locking)
-                is_exchange_step = tf.equal(tf.math.floormod(step, self._period), 0)
-            exchanged = tf.cond(
-                is_exchange_step,
-                lambda: self._exchange(centered, global_step),
-                lambda: tf.constant(False),
-                name="exchange_if_due",
+            # Defined outside `run_if`: the functions each ps task runs (exchange.py).
+            exchange = ElasticExchange(
+                centered,
+                self._getter.worker_device,
+                self._moving_rate,
+                global_step,
+                self._use_locking,
             )
-            return tf.group(exchanged, name=scope.rstrip("/").split("/")[-1])
-
-    def _exchange(self, centered, global_step):
-        """Builds one elastic exchange for `centered`; returns a True tensor once it is done."""
-        updates = []
-        for entry in centered:
             with tf.compat.v1.device(self._getter.worker_device):
-                center = tf.identity(entry.global_center.read_value())
-                refresh = tf.compat.v1.assign(
-                    entry.local_center, center, use_locking=self._use_locking
-                )
-                with tf.control_dependencies([refresh]):
-                    rate = tf.cast(self._moving_rate, center.dtype)
-                    delta = rate * (entry.worker.read_value() - center)
-                move_worker = tf.compat.v1.assign_sub(
-                    entry.worker, delta, use_locking=self._use_locking
-                )
-            move_center = tf.compat.v1.assign_add(
-                entry.global_center, delta, use_locking=self._use_locking
-            )
-            updates += [move_worker.op, move_center.op]
-        if global_step is not None:
-            with tf.control_dependencies(updates):
-                updates.append(
-                    tf.compat.v1.assign_add(global_step, 1, use_locking=self._use_locking).op
-                )
-        with tf.control_dependencies(updates):
-            return tf.constant(True)
+                with tf.control_dependencies([local_update]):
+                    step = tf.compat.v1.assign_add(
+                        self._local_step, 1, use_locking=self._use_locking
+                    )
+                if self._period == 1:
+                    with tf.control_dependencies([step]):
+                        exchanged = exchange()
+                else:
+                    # Every op of the exchange is on the worker and gated by one Switch: a
+                    # step that does not exchange runs no op on a parameter server.
+                    exchanged = run_if(
+                        tf.equal(tf.math.floormod(step, self._period), 0),
+                        exchange,
+                        name="exchange_if_due",
+                    )
+            return tf.group(exchanged, name=scope.rstrip("/").split("/")[-1])
 
     def minimize(
         self,

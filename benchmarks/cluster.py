@@ -1,0 +1,210 @@
+"""A benchmark cluster: ps and worker processes on loopback, optionally in a network namespace.
+
+`BenchCluster` starts one process per task (`python -m benchmarks.task`), talks to the
+workers over their stdin/stdout, and stops every process it started when it is closed, on
+error too. Every wait has a deadline.
+
+With `netns=True` (root and `ip netns` needed) the processes run in a private network
+namespace made for this cluster alone, so the loopback counters of that namespace count
+the cluster's traffic and nothing else; the namespace is deleted on close.
+"""
+
+import contextlib
+import ctypes
+import json
+import os
+import pathlib
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+REPLY_PREFIX = "BENCH "  # Starts each answer line of a worker (task.py).
+_PR_SET_PDEATHSIG = 1
+START_TIMEOUT_SECS = 120.0  # Importing TensorFlow alone takes ~15 s on a loaded 2-core box.
+
+
+class BenchError(RuntimeError):
+    """A benchmark process failed, answered with an error, or did not answer in time."""
+
+
+def netns_unavailable_reason():
+    """Why a private network namespace cannot be made here, or None if it can."""
+    if sys.platform != "linux":
+        return "network namespaces need Linux"
+    if os.geteuid() != 0:
+        return "creating a network namespace needs root"
+    if shutil.which("ip") is None:
+        return "the `ip` command (iproute2) is not installed"
+    name = f"easgd-probe-{uuid.uuid4().hex[:8]}"
+    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True, check=False)
+    if made.returncode != 0:
+        return f"`ip netns add` failed: {made.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+    return None
+
+
+class _Process:
+    """One child process and a thread that queues its answer lines."""
+
+    def __init__(self, name, argv, log_path):
+        self.name = name
+        self.log = open(log_path, "w")  # noqa: SIM115 - closed in stop().
+        self.lines = queue.Queue()
+        self.process = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"},
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken.
+        )
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            if line.startswith(REPLY_PREFIX):
+                self.lines.put(json.loads(line[len(REPLY_PREFIX) :]))
+        self.lines.put(None)  # End of output: the process exited.
+
+    def send(self, command):
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+
+    def receive(self, timeout_secs):
+        try:
+            message = self.lines.get(timeout=timeout_secs)
+        except queue.Empty:
+            raise BenchError(f"{self.name} gave no answer in {timeout_secs:.0f} s") from None
+        if message is None:
+            raise BenchError(f"{self.name} exited with code {self.process.wait(5)}")
+        if not message.get("ok"):
+            raise BenchError(f"{self.name}: {message.get('error')}")
+        return message
+
+    def stop(self):
+        """Kills the process (it is ours: started by this object) and reaps it."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(10)
+        for stream in (self.process.stdin, self.process.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
+        self.log.close()
+
+
+class BenchCluster:
+    """`num_ps` parameter servers and `num_workers` workers, each in its own process.
+
+    Use as a context manager; leaving it kills every process and deletes the namespace.
+    """
+
+    def __init__(self, num_ps, num_workers, world, log_dir, netns=False):
+        self.num_ps = num_ps
+        self.num_workers = num_workers
+        self.world = world
+        self.log_dir = pathlib.Path(log_dir)
+        self.netns = f"easgd-bench-{uuid.uuid4().hex[:8]}" if netns else None
+        self.processes = []
+        self.workers = []
+
+    def __enter__(self):
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def _start(self):
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        prefix = []
+        if self.netns:
+            _ip("netns", "add", self.netns)
+            _ip("netns", "exec", self.netns, "ip", "link", "set", "lo", "up")
+            prefix = ["ip", "netns", "exec", self.netns]
+        ports = _free_ports(self.num_ps + self.num_workers)
+        cluster = {
+            "ps": [f"localhost:{p}" for p in ports[: self.num_ps]],
+            "worker": [f"localhost:{p}" for p in ports[self.num_ps :]],
+        }
+        for job, count in (("ps", self.num_ps), ("worker", self.num_workers)):
+            for index in range(count):
+                argv = [
+                    *prefix,
+                    sys.executable,
+                    "-m",
+                    "benchmarks.task",
+                    f"--role={job}",
+                    f"--index={index}",
+                    f"--cluster={json.dumps(cluster)}",
+                    f"--world={self.world}",
+                ]
+                name = f"{job}{index}"
+                process = _Process(name, argv, self.log_dir / f"{name}.log")
+                self.processes.append(process)
+                if job == "worker":
+                    self.workers.append(process)
+        for process in self.processes:
+            process.receive(START_TIMEOUT_SECS)
+
+    def call(self, worker, command, timeout_secs, **arguments):
+        """Sends `command` to worker `worker` and returns its answer."""
+        process = self.workers[worker]
+        process.send({"cmd": command, **arguments})
+        return process.receive(timeout_secs)
+
+    def call_all(self, workers, command, timeout_secs, **arguments):
+        """Sends `command` to several workers at once; returns their answers in order."""
+        for worker in workers:
+            self.workers[worker].send({"cmd": command, **arguments})
+        return [self.workers[w].receive(timeout_secs) for w in workers]
+
+    def close(self):
+        """Kills every process started and deletes the namespace."""
+        for process in self.processes:
+            process.stop()
+        self.processes, self.workers = [], []
+        if self.netns:
+            subprocess.run(["ip", "netns", "del", self.netns], capture_output=True, check=False)
+
+
+def _ip(*arguments):
+    subprocess.run(["ip", *arguments], check=True, capture_output=True, timeout=30)
+
+
+def _free_ports(count):
+    """`count` distinct TCP ports that were free a moment ago (the kernel's choice)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("localhost", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _die_with_parent():
+    """Runs in the child before exec: the kernel kills it if the driver dies."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def wall_time_in(seconds):
+    """A wall-clock instant `seconds` from now (workers start measuring together at it)."""
+    return time.time() + seconds

@@ -1,0 +1,137 @@
+"""One worker's training graph for each benchmark configuration.
+
+Configurations (names as in the tables):
+
+- `local`: no parameter server; the worker trains its own variables (the ceiling).
+- `async`: TF1 between-graph replication, variables on the ps, plain SGD (DOWNPOUR).
+- `sync`: the same with `tf.compat.v1.train.SyncReplicasOptimizer` aggregating all workers.
+- `easgd-P`: `ElasticAverageOptimizer` with communication period P and the default
+  moving rate (0.9 / P / workers); `easgd-P-alphaA` sets the moving rate to A.
+- `naive-easgd-P`: the same algorithm with the first, per-step cross-device `tf.cond`
+  exchange (`naive_easgd.py`), for comparison.
+"""
+
+import dataclasses
+import re
+
+import tensorflow as tf
+
+from benchmarks import models
+from benchmarks.naive_easgd import NaiveElasticAverageOptimizer
+from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
+
+_EASGD = re.compile(r"^(naive-)?easgd-(\d+)(?:-alpha([0-9.]+))?$")
+BASELINES = ("local", "async", "sync")
+
+
+def check_config(name):
+    """Raises ValueError unless `name` is a known configuration."""
+    if name not in BASELINES and not _EASGD.match(name):
+        raise ValueError(
+            f"Unknown configuration {name!r}; valid values are {list(BASELINES)}, "
+            "'easgd-P', 'easgd-P-alphaA' and 'naive-easgd-P' for a period P >= 1 and a "
+            "moving rate A."
+        )
+
+
+@dataclasses.dataclass
+class Built:
+    """What a worker needs to run a configuration.
+
+    Attributes:
+        graph: the graph.
+        train_op: one local step.
+        chief_init: ops worker 0 runs one after the other to start (global state first).
+        worker_init: ops the other workers run one after the other, after worker 0's.
+        shared_params: name -> tensor of the shared model (centre, ps variables or own).
+        sync_optimizer: the `SyncReplicasOptimizer` of `sync`, else None.
+    """
+
+    graph: tf.Graph
+    train_op: tf.Operation
+    chief_init: list
+    worker_init: list
+    shared_params: dict
+    sync_optimizer: object = None
+
+
+def build(
+    config, spec, cluster_spec, task_index, num_workers, learning_rate, inputs_fn, container=""
+):
+    """Builds worker `task_index`'s graph of `config` for model `spec`.
+
+    Args:
+        config: a configuration name (see the module docstring).
+        spec: a `models.ModelSpec`.
+        cluster_spec: the `tf.train.ClusterSpec`, or None for `local` without a cluster.
+        task_index: this worker's index.
+        num_workers: number of workers taking part.
+        learning_rate: SGD learning rate.
+        inputs_fn: called on the worker device, returns the (images, labels) of a step.
+        container: resource container of every variable and queue (fresh state per run).
+
+    Returns:
+        A `Built`.
+    """
+    check_config(config)
+    worker_device = f"/job:worker/task:{task_index}" if cluster_spec else ""
+    graph = tf.Graph()
+    with graph.as_default(), tf.compat.v1.container(container):
+        with tf.compat.v1.device(worker_device):
+            images, labels = inputs_fn()
+        sgd = tf.compat.v1.train.GradientDescentOptimizer(learning_rate)
+        if config == "local":
+            with tf.compat.v1.device(worker_device):
+                params = models.make_params(spec)
+                train_op = sgd.minimize(models.loss(spec, params, images, labels))
+            own_init = [
+                tf.compat.v1.global_variables_initializer(),
+                tf.compat.v1.local_variables_initializer(),
+            ]
+            return Built(graph, train_op, own_init, own_init, params)
+        setter = tf.compat.v1.train.replica_device_setter(
+            worker_device=worker_device, cluster=cluster_spec
+        )
+        if config in ("async", "sync"):
+            with tf.compat.v1.device(setter):
+                params = models.make_params(spec)
+                global_step = tf.compat.v1.train.get_or_create_global_step()
+                loss = models.loss(spec, params, images, labels)
+                sync = None
+                if config == "sync":
+                    sync = tf.compat.v1.train.SyncReplicasOptimizer(
+                        sgd, replicas_to_aggregate=num_workers, total_num_replicas=num_workers
+                    )
+                train_op = (sync or sgd).minimize(loss, global_step=global_step)
+            local_init = tf.compat.v1.local_variables_initializer()
+            chief_init = [tf.compat.v1.global_variables_initializer(), local_init]
+            worker_init = [local_init]
+            if sync is not None:
+                chief_init += [sync.chief_init_op, sync.get_init_tokens_op()]
+                worker_init += [sync.local_step_init_op]
+            return Built(graph, train_op, chief_init, worker_init, params, sync)
+
+        naive, period, moving_rate = _EASGD.match(config).groups()
+        getter = ElasticAverageCustomGetter(worker_device)
+        with (
+            tf.compat.v1.device(setter),
+            tf.compat.v1.variable_scope("", custom_getter=getter),
+        ):
+            params = models.make_params(spec)
+            global_step = tf.compat.v1.train.get_or_create_global_step()
+            optimizer_class = NaiveElasticAverageOptimizer if naive else ElasticAverageOptimizer
+            opt = optimizer_class(
+                sgd,
+                num_workers,
+                getter,
+                communication_period=int(period),
+                moving_rate=float(moving_rate) if moving_rate else None,
+                rho=0.0,
+            )
+            train_op = opt.minimize(
+                models.loss(spec, params, images, labels), global_step=global_step
+            )
+            worker_init = [tf.compat.v1.local_variables_initializer(), opt.get_init_op(task_index)]
+            chief_init = [tf.compat.v1.global_variables_initializer(), *worker_init]
+        centres = {name: getter.find(v).global_center for name, v in params.items()}
+        return Built(graph, train_op, chief_init, worker_init, centres)

@@ -1,0 +1,497 @@
+"""Tables, PNG plots and the Markdown report from the results of `run.py`.
+
+    python -m benchmarks.report benchmarks/results/results.json BENCHMARKS.md
+
+re-renders a report from saved results without measuring again.
+"""
+
+import json
+import pathlib
+import statistics
+import sys
+
+BYTES_PER_FLOAT = 4
+PLOT_DPI = 110
+
+
+def first_time_at(curve, target):
+    """Seconds until the curve first reaches `target`, or None."""
+    for seconds, accuracy, _ in curve:
+        if accuracy >= target:
+            return seconds
+    return None
+
+
+def per_round(runs):
+    """Steps/s per worker of each round: the mean over the workers of that round."""
+    return [statistics.fmean(run["per_worker"]) for run in runs]
+
+
+def summarize_throughput(by_config):
+    """{config: (median, min, max)} of the per-round steps/s per worker."""
+    summary = {}
+    for config, runs in by_config.items():
+        values = per_round(runs)
+        summary[config] = (statistics.median(values), min(values), max(values))
+    return summary
+
+
+def theory_bytes(config, params):
+    """Bytes per local step the algorithm must move (payload only), or None if unknown."""
+    payload = 2 * params * BYTES_PER_FLOAT
+    if config == "local":
+        return 0.0
+    if config in ("async", "sync"):
+        return float(payload)  # Read every variable, send every gradient.
+    if "easgd-" in config:
+        return payload / int(config.rsplit("-", 1)[1])  # Send x, receive the centre.
+    return None
+
+
+def _ratio(value, reference):
+    return f"{value / reference:.2f}" if reference else "-"
+
+
+def throughput_table(summary):
+    local = summary.get("local", (None,))[0]
+    asynchronous = summary.get("async", (None,))[0]
+    lines = [
+        "| configuration | steps/s per worker (median) | min | max | x local-only | x async |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for config, (median, low, high) in summary.items():
+        lines.append(
+            f"| {config} | {median:.1f} | {low:.1f} | {high:.1f} | {_ratio(median, local)} "
+            f"| {_ratio(median, asynchronous)} |"
+        )
+    return "\n".join(lines)
+
+
+def bytes_table(by_config, params):
+    baseline = by_config.get("local", 0.0)
+    lines = [
+        "| configuration | measured MB per local step | minus local-only | theory "
+        "(2 x params x 4 B / period) | (measured - local) / theory |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for config, measured in by_config.items():
+        net = measured - baseline
+        theory = theory_bytes(config, params)
+        ratio = f"{net / theory:.3f}" if theory else "-"
+        theory_text = f"{theory / 1e6:.3f}" if theory is not None else "-"
+        lines.append(
+            f"| {config} | {measured / 1e6:.3f} | {net / 1e6:.3f} | {theory_text} | {ratio} |"
+        )
+    return "\n".join(lines)
+
+
+def accuracy_summary(by_config, target):
+    """{config: (times to target per repeat (None: not reached), final accuracies, steps)}."""
+    summary = {}
+    for config, runs in by_config.items():
+        times = [first_time_at(run["curve"], target) for run in runs]
+        finals = [run["curve"][-1][1] for run in runs]
+        steps = [statistics.fmean(run["steps"]) for run in runs]
+        summary[config] = (times, finals, steps, len(runs[0]["steps"]))
+    return summary
+
+
+def _median_time(times):
+    """Median time to target, counting a run that never reached it as infinitely slow."""
+    ordered = sorted(times, key=lambda t: float("inf") if t is None else t)
+    middle = ordered[len(ordered) // 2] if len(ordered) % 2 else None
+    if len(ordered) % 2 == 0:
+        low, high = ordered[len(ordered) // 2 - 1], ordered[len(ordered) // 2]
+        middle = None if low is None or high is None else (low + high) / 2
+    return middle
+
+
+def accuracy_table(summary, target):
+    lines = [
+        f"| configuration | workers | seconds to {target:.0%} test accuracy (each run) | median "
+        "| final accuracy (median) | local steps per worker (median) |",
+        "|---|---:|---|---:|---:|---:|",
+    ]
+    for config, (times, finals, steps, workers) in summary.items():
+        each = ", ".join("not reached" if t is None else f"{t:.1f}" for t in times)
+        median = _median_time(times)
+        median_text = "not reached" if median is None else f"{median:.1f}"
+        lines.append(
+            f"| {config} | {workers} | {each} | {median_text} | "
+            f"{statistics.median(finals):.3f} | {statistics.median(steps):.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def overhead_table(by_world):
+    lines = [
+        "| world | model | SGD ms/step | EASGD ms/step (no exchange) | overhead | per step |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for world, by_model in by_world.items():
+        for model, answer in by_model.items():
+            sgd = answer["median_secs_per_step"]["sgd"]
+            easgd = answer["median_secs_per_step"]["easgd"]
+            lines.append(
+                f"| {world} | {model} | {sgd * 1e3:.3f} | {easgd * 1e3:.3f} | "
+                f"{(easgd / sgd - 1) * 100:+.1f} % | {(easgd - sgd) * 1e6:+.0f} us |"
+            )
+    return "\n".join(lines)
+
+
+def plot_throughput(results, path):
+    import matplotlib  # noqa: PLC0415 - only the report needs matplotlib.
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    panels = [(f"{m} (TF1 mode)", runs) for m, runs in results["throughput"].items()]
+    panels += [(f"{m} (TF2 graph mode)", r) for m, r in results.get("throughput_tf2", {}).items()]
+    figure, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for axis, (title, by_config) in zip(axes[0], panels, strict=True):
+        summary = summarize_throughput(by_config)
+        names = list(summary)
+        medians = [summary[n][0] for n in names]
+        errors = [
+            [summary[n][0] - summary[n][1] for n in names],
+            [summary[n][2] - summary[n][0] for n in names],
+        ]
+        colors = [
+            "#888888" if n == "local" else "#d62728" if n in ("async", "sync") else "#1f77b4"
+            for n in names
+        ]
+        colors = [
+            "#ff7f0e" if n.startswith("naive") else c for n, c in zip(names, colors, strict=True)
+        ]
+        axis.bar(names, medians, yerr=errors, color=colors, capsize=3)
+        local = summary.get("local", (None,))[0]
+        if local:
+            axis.axhline(local, color="#444444", linestyle=":", linewidth=1)
+            axis.axhline(0.9 * local, color="#2ca02c", linestyle="--", linewidth=1)
+            for x, value in enumerate(medians):
+                axis.text(x, value, f"{value / local:.2f}x", ha="center", va="bottom", fontsize=7)
+        axis.set_title(title, fontsize=9)
+        axis.set_ylabel("steps/s per worker (median, min-max)")
+        axis.tick_params(axis="x", rotation=45, labelsize=8)
+    figure.suptitle("Worker throughput; dotted: local-only ceiling, dashed: 0.9 x ceiling")
+    figure.tight_layout()
+    figure.savefig(path, dpi=PLOT_DPI)
+    plt.close(figure)
+
+
+def plot_accuracy(results, path):
+    import matplotlib  # noqa: PLC0415 - only the report needs matplotlib.
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    colors = {
+        "easgd-10-alpha0.45": "#1f77b4",
+        "easgd-10": "#17becf",
+        "async": "#d62728",
+        "local": "#888888",
+    }
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    for config, runs in results["accuracy"].items():
+        for index, run in enumerate(runs):
+            seconds = [point[0] for point in run["curve"]]
+            accuracy = [point[1] for point in run["curve"]]
+            workers = len(run["steps"])
+            label = f"{config} ({workers} worker{'s' if workers > 1 else ''})"
+            axis.plot(
+                seconds,
+                accuracy,
+                color=colors.get(config),
+                alpha=0.8,
+                label=label if index == 0 else None,
+            )
+    axis.axhline(results["accuracy_target"], color="#2ca02c", linestyle="--", linewidth=1)
+    axis.set_ylim(0.5, 1.0)
+    axis.set_xlabel("wall time (s)")
+    axis.set_ylabel("test accuracy of the shared model")
+    axis.set_title("Digits: centre (EASGD), ps variables (async) or own variables (single)")
+    axis.legend(loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=PLOT_DPI)
+    plt.close(figure)
+
+
+def targets(results):
+    """The issue's targets as rows (target, measured, met?)."""
+    rows = []
+    model = next(iter(results.get("throughput", {})), None)
+    if model:
+        summary = summarize_throughput(results["throughput"][model])
+        easgd = summary.get("easgd-10", (None,))[0]
+        local = summary.get("local", (None,))[0]
+        asynchronous = summary.get("async", (None,))[0]
+        if easgd and local:
+            ratio = easgd / local
+            rows.append(
+                (f"EASGD tau=10 >= 0.9 x local-only ({model})", f"{ratio:.2f} x", ratio >= 0.9)
+            )
+        if easgd and asynchronous:
+            ratio = easgd / asynchronous
+            rows.append(
+                (f"EASGD tau=10 >= 1.5 x async SGD ({model})", f"{ratio:.2f} x", ratio >= 1.5)
+            )
+    for world, by_model in results.get("overhead", {}).items():
+        for model, answer in by_model.items():
+            medians = answer["median_secs_per_step"]
+            overhead = medians["easgd"] / medians["sgd"] - 1
+            extra_us = (medians["easgd"] - medians["sgd"]) * 1e6
+            rows.append(
+                (
+                    f"overhead on non-exchange steps <= 5 % ({world}, {model})",
+                    f"{overhead * 100:+.1f} % ({extra_us:+.0f} us per step)",
+                    overhead <= 0.05,
+                )
+            )
+    if "bytes" in results:
+        params = results["models"][model]["params"] if model else None
+        by_config = results["bytes"]
+        baseline = by_config.get("local", 0.0)
+        ratios = {
+            config: (value - baseline) / theory_bytes(config, params)
+            for config, value in by_config.items()
+            if config.startswith("easgd-")
+        }
+        worst = max(ratios.items(), key=lambda item: abs(item[1] - 1))
+        rows.append(
+            (
+                "EASGD bytes per local step within 10 % of theory (every period)",
+                "; ".join(f"{c}: {r:.3f}" for c, r in ratios.items()),
+                abs(worst[1] - 1) <= 0.10,
+            )
+        )
+    elif results.get("netns_skip_reason"):
+        rows.append(("EASGD bytes within 10 % of theory", "skipped", None))
+    if "accuracy" in results:
+        summary = accuracy_summary(results["accuracy"], results["accuracy_target"])
+        asynchronous = _median_time(summary["async"][0]) if "async" in summary else None
+        for config in (c for c in summary if c.startswith("easgd-")):
+            easgd = _median_time(summary[config][0])
+            text = f"{config} {_seconds(easgd)}, async {_seconds(asynchronous)} (medians)"
+            met = easgd is not None and (asynchronous is None or easgd <= asynchronous)
+            rows.append((f"time to accuracy: {config} no slower than async SGD", text, met))
+    return rows
+
+
+def _seconds(value):
+    return "not reached" if value is None else f"{value:.1f} s"
+
+
+def _met(flag):
+    return "skipped" if flag is None else "**met**" if flag else "**not met**"
+
+
+def render(results, plots):
+    """The Markdown report."""
+    machine = results["machine"]
+    load_before = ", ".join(f"{x:.2f}" for x in results["load_before"])
+    load_after = ", ".join(f"{x:.2f}" for x in results.get("load_after", []))
+    out = [
+        "# Benchmarks",
+        "",
+        "Generated by `benchmarks/run.py` (`make bench`); re-render from saved results with "
+        "`python -m benchmarks.report RESULTS_JSON REPORT_MD`. Every number below comes from "
+        "the one run described here.",
+        "",
+        f"- Command: `{results['command']}`" + (" (quick smoke run)" if results["quick"] else ""),
+        f"- Date: {results['date']}; duration {results.get('duration_secs', 0) / 60:.0f} min",
+        f"- Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory']}; "
+        f"{machine['os']}; Python {machine['python']}, TensorFlow {machine['tensorflow']}",
+        f"- Load average (1, 5, 15 min) before: {load_before}; after: {load_after}. Other "
+        "jobs shared the machine: compare ratios within a table, not across runs.",
+        f"- Cluster: 1 ps + {results['workers']} workers, each a separate OS process, "
+        "talking gRPC over loopback"
+        + (
+            ", all inside a private network namespace made for the run."
+            if results["netns"]
+            else "."
+        ),
+        "",
+        "## Targets",
+        "",
+        "| target | measured | status |",
+        "|---|---|---|",
+    ]
+    out += [f"| {t} | {m} | {_met(f)} |" for t, m, f in targets(results)]
+    out += ["", _STATIC_SETUP]
+    if "throughput" in results:
+        out += ["", "## 1. Worker throughput", "", _STATIC_THROUGHPUT, ""]
+        for model, by_config in results["throughput"].items():
+            info = results["models"][model]
+            rounds = len(next(iter(by_config.values())))
+            out += [
+                f"**{model}** ({info['params']:,} parameters, batch {info['batch']}), TF1 mode "
+                f"(ref variables), {rounds} interleaved rounds:",
+                "",
+                throughput_table(summarize_throughput(by_config)),
+                "",
+            ]
+        for model, by_config in results.get("throughput_tf2", {}).items():
+            rounds = len(next(iter(by_config.values())))
+            out += [
+                f"**{model}**, TF2 graph mode (resource variables, control flow v2), "
+                f"{rounds} interleaved rounds:",
+                "",
+                throughput_table(summarize_throughput(by_config)),
+                "",
+            ]
+        if "throughput" in plots:
+            out += [f"![throughput]({plots['throughput']})", ""]
+    out += ["## 2. Bytes on the wire per local step", ""]
+    if "bytes" in results:
+        model = next(iter(results["throughput"])) if "throughput" in results else "mlp-2.9M"
+        params = results["models"][model]["params"]
+        out += [
+            _STATIC_BYTES,
+            "",
+            f"**{model}** ({params:,} parameters), one worker, TF1 mode:",
+            "",
+            bytes_table(results["bytes"], params),
+            "",
+        ]
+    else:
+        out += [f"Skipped: {results.get('netns_skip_reason') or 'not run'}.", ""]
+    if "accuracy" in results:
+        target = results["accuracy_target"]
+        out += [
+            "## 3. Time to accuracy",
+            "",
+            _STATIC_ACCURACY,
+            "",
+            accuracy_table(accuracy_summary(results["accuracy"], target), target),
+            "",
+        ]
+        if "accuracy" in plots:
+            out += [f"![learning curves]({plots['accuracy']})", ""]
+    if "overhead" in results:
+        out += [
+            "## 4. Per-step overhead",
+            "",
+            _STATIC_OVERHEAD,
+            "",
+            overhead_table(results["overhead"]),
+            "",
+        ]
+    out += [_STATIC_DESIGN]
+    return "\n".join(out) + "\n"
+
+
+def write(results, out, report_path):
+    """Writes the plots into `out` and the report to `report_path`."""
+    out = pathlib.Path(out)
+    report_path = pathlib.Path(report_path)
+    plots = {}
+    if "throughput" in results:
+        plot_throughput(results, out / "throughput.png")
+        plots["throughput"] = _relative(out / "throughput.png", report_path.parent)
+    if "accuracy" in results:
+        plot_accuracy(results, out / "accuracy.png")
+        plots["accuracy"] = _relative(out / "accuracy.png", report_path.parent)
+    report_path.write_text(render(results, plots))
+
+
+def _relative(path, base):
+    try:
+        return str(path.resolve().relative_to(base.resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+_STATIC_SETUP = """\
+Configurations: `local` = workers with their own variables and no ps (the ceiling);
+`async` = TF1 between-graph replication with the variables on the ps, plain SGD (DOWNPOUR);
+`sync` = the same with `SyncReplicasOptimizer` aggregating every worker's gradient;
+`easgd-P` = `ElasticAverageOptimizer(GradientDescentOptimizer)` with communication period P,
+`rho=0`; `naive-easgd-P` = the same algorithm with the first exchange design (a per-step
+`tf.cond` whose branch has ops on the ps, `benchmarks/naive_easgd.py`), kept for comparison.
+Every worker process serves its own session (`tf.compat.v1.Session(server.target)`, device
+filters as in API.md), as TF1 scripts do."""
+
+_STATIC_THROUGHPUT = """\
+Each round runs every configuration once (forward order on even rounds, backward on odd
+ones), with all workers starting a fixed window together after a warm-up; a round's value
+is the mean over the workers of their steps/s. Inputs are a fixed batch held on the worker,
+so the only traffic is the algorithm's."""
+
+_STATIC_BYTES = """\
+Counted as the transmit bytes of the loopback interface of the private network namespace
+that holds only the cluster (each byte crosses `lo` once), over 128 local steps (64 in a
+quick run) of one worker after 64 warm-up steps, so that every period's exchanges fall
+exactly into the window. The local-only row is a step with no algorithm traffic (a client
+reaches its in-process server without an RPC); the next column subtracts it. Theory counts
+payload only: async SGD reads every variable and sends every gradient on each step; EASGD
+sends the worker's copy and receives the centre once per period."""
+
+_STATIC_ACCURACY = """\
+The 8x8 digits of scikit-learn (the project's embedded dataset, its fixed split: 1442
+training and 355 test images), a 64-1024-1024-1024-10 MLP (2.2 M parameters, so that
+communication matters), SGD with learning rate 0.05, batch 32 per worker. Worker 0 measures
+the test accuracy of the shared model every 0.5 s of wall time, in its training thread: the
+EASGD centre on the ps, the ps variables of async SGD, or its own variables when it trains
+alone (single worker, no ps). EASGD runs at period 10 and rho = 0, with the moving rate of
+the paper (`easgd-10-alpha0.45`: beta = p x alpha = 0.9, so alpha = 0.9 / 2 workers) and
+with the library's default, contrib's (`easgd-10`: 0.9 / period / workers = 0.045), which
+lets the centre follow the workers ten times more slowly."""
+
+_STATIC_OVERHEAD = """\
+One process, a plain `tf.compat.v1.Session()` with no cluster: the same model and batch
+trained by `GradientDescentOptimizer` alone and by `ElasticAverageOptimizer` wrapping it,
+with a period no run reaches, so that every measured step is a step that does not exchange.
+Blocks of steps of the two alternate; the table gives the median time per step. The extra
+work of a non-exchange step is fixed (increment `local_step`, compare, and the untaken
+branch of a worker-local `tf.cond`), so it weighs most on the tiny model."""
+
+_STATIC_DESIGN = """\
+## What costs, and the design of the exchange
+
+A TF1 session prunes the graph of a `session.run` to the fetched op's inputs and splits it
+into one partition per task; every partition runs on every step. The first exchange put ops
+of the ps inside a `tf.cond`: the train op then had a ps partition, so every step paid a
+RunGraph RPC to the ps and one RecvTensor RPC per cross-device edge (each variable's centre
+and delta, dead or live), even when the cond did not exchange (RunMetadata of such a step
+lists the ps device and its `_Recv`/`_Send` nodes). That is the `naive-easgd-P` rows.
+
+`tf_contrib_easgd/exchange.py` removes every ps op from the train op's graph. For each ps
+task holding centres it defines a function (`tf.function`, traced once) that does the ps
+half of the exchange where the centres live: read each centre, `d = alpha * (x - c)`,
+`c += d`, then `global_step += 1` if the step lives there, and return the centres read. The
+worker runs it with a `RemoteCall` op placed on the worker, inside a worker-local
+`tf.cond`. A step that does not exchange therefore runs one partition, on the worker, and
+sends nothing (`tests/test_exchange.py` checks this through `RunMetadata`: one partition
+graph, no ps device in the step stats). An exchange step sends one RPC per ps task carrying
+the worker's values and returning the centres; the worker sets its local centres and
+applies the same `d`. The function addresses each centre by container and shared name, as
+the variable's own op does, so it works for ref variables (TF1 mode, `VariableV2`) and
+resource variables (TF2 graph mode, `VarHandleOp`). Public API and results are unchanged:
+the existing trajectory tests pass as they were.
+
+Known costs and limits:
+
+- `RemoteCall` ships its arguments inside the RunGraph request as protobuf tensors, which
+  copies each tensor several times on both sides; TF's RecvTensor path (what a ps partition
+  uses) is close to zero-copy. Measured here with the 2.9 M model, one round trip of all
+  parameters costs roughly 2-3x as much through `RemoteCall` as a read plus a write through
+  RecvTensor, so an exchange step is more expensive than in the naive design; see the
+  `easgd-1` vs `naive-easgd-1` rows of `make bench` runs with `--rounds`. At period 10 the
+  saving on the nine other steps outweighs it, and the gap grows with the period.
+- Calls to several ps tasks are made one after the other: two `RemoteCall`s of one step in
+  flight at once hung TensorFlow 2.21 when the servers shared one process (in-process test
+  clusters). Separate ps processes would allow them in parallel.
+- One RPC carries all of a task's centres; gRPC's limit of 2 GB per message therefore
+  bounds the centres a single ps task may hold (use more ps tasks beyond that)."""
+
+
+def main(argv):
+    """Re-renders a report: `python -m benchmarks.report RESULTS_JSON REPORT_MD`."""
+    if len(argv) != 3:
+        raise SystemExit("usage: python -m benchmarks.report RESULTS_JSON REPORT_MD")
+    results_path = pathlib.Path(argv[1])
+    write(json.loads(results_path.read_text()), results_path.parent, argv[2])
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,218 @@
+"""One process of a benchmark cluster: a parameter server, or a worker driven over a pipe.
+
+    python -m benchmarks.task --role=ps --index=0 --cluster='{"ps": [...], "worker": [...]}'
+    python -m benchmarks.task --role=worker --index=1 --cluster=... --world=tf1
+
+A parameter server serves until it is killed. A worker reads one JSON command per line on
+stdin and answers each with one line `BENCH <json>` on stdout (other output goes to
+stderr). `cluster.py` starts these processes; `run.py` drives them.
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+from benchmarks import accuracy, graphs, models, overhead  # noqa: E402
+from benchmarks.cluster import REPLY_PREFIX  # noqa: E402
+
+flags.DEFINE_enum("role", "worker", ["ps", "worker"], "Task kind.")
+flags.DEFINE_integer("index", 0, "Task index within its job.")
+flags.DEFINE_string("cluster", None, "ClusterSpec as JSON: {'ps': [...], 'worker': [...]}.")
+flags.DEFINE_enum("world", "tf1", ["tf1", "tf2"], "Variable world: ref or resource variables.")
+FLAGS = flags.FLAGS
+
+# A blocked session.run fails after this long instead of hanging the benchmark.
+OPERATION_TIMEOUT_MS = 60_000
+# A step of SyncReplicasOptimizer waits for the other workers; after the measured window
+# the others may have stopped, so such a step gives up after this long.
+SYNC_TAIL_TIMEOUT_MS = 3_000
+
+
+def lo_bytes():
+    """Bytes sent on the loopback interface of this process's network namespace."""
+    with open("/proc/self/net/dev") as dev:
+        for line in dev:
+            name, _, counters = line.partition(":")
+            if name.strip() == "lo":
+                return int(counters.split()[8])  # Transmit bytes (= received, on lo).
+    raise RuntimeError("no loopback interface in /proc/self/net/dev")
+
+
+class Worker:
+    """A worker task: its server and the graph of the configuration being measured."""
+
+    def __init__(self, cluster, index):
+        self.index = index
+        self.cluster_spec = tf.train.ClusterSpec(cluster)
+        self.server = tf.distribute.Server(
+            self.cluster_spec, job_name="worker", task_index=index, start=True
+        )
+        self.built = None
+        self.accuracy = None
+        self.session = None
+        self.coordinator = None
+        self.threads = []
+
+    # Commands: each returns a JSON-serialisable dict.
+
+    def build(self, config, model, num_workers, container, learning_rate=0.01):
+        """Builds `config` for `model` (digits: the time-to-accuracy set-up) and starts it.
+
+        Worker 0 initialises the shared state; the driver builds the others after it.
+        """
+        self.close()
+        started = time.monotonic()
+        if model == accuracy.SPEC.name:
+            self.built, self.accuracy = accuracy.build(
+                self, config, num_workers, learning_rate, container
+            )
+        else:
+            spec = models.MODELS[model]
+            images, labels = models.synthetic_batch(spec, seed=self.index)
+            self.built = graphs.build(
+                config,
+                spec,
+                self.cluster_spec,
+                self.index,
+                num_workers,
+                learning_rate,
+                lambda: (tf.constant(images), tf.constant(labels)),
+                container=container,
+            )
+            self.accuracy = None
+        self.session = tf.compat.v1.Session(
+            self.server.target,
+            graph=self.built.graph,
+            config=tf.compat.v1.ConfigProto(
+                device_filters=["/job:ps", f"/job:worker/task:{self.index}"],
+                operation_timeout_in_ms=OPERATION_TIMEOUT_MS,
+            ),
+        )
+        for op in self.built.chief_init if self.index == 0 else self.built.worker_init:
+            self.session.run(op)
+        sync = self.built.sync_optimizer
+        if sync is not None and self.index == 0:
+            self.coordinator = tf.train.Coordinator()
+            self.threads = sync.get_chief_queue_runner().create_threads(
+                self.session, coord=self.coordinator, daemon=True, start=True
+            )
+        return {"build_secs": time.monotonic() - started}
+
+    def run(self, start_at, seconds):
+        """Steps until wall time `start_at`, then counts the steps of the next `seconds`."""
+        is_sync = self.built.sync_optimizer is not None
+        options = tf.compat.v1.RunOptions(timeout_in_ms=OPERATION_TIMEOUT_MS)
+        tail = tf.compat.v1.RunOptions(timeout_in_ms=SYNC_TAIL_TIMEOUT_MS)
+        warm = 0
+        while time.time() < start_at or warm < 2:
+            self.session.run(self.built.train_op, options=options)
+            warm += 1
+        end = start_at + seconds
+        steps = 0
+        while True:
+            try:
+                self.session.run(self.built.train_op, options=tail if is_sync else options)
+            except tf.errors.DeadlineExceededError:
+                if time.time() < end:
+                    raise
+                break
+            if time.time() > end:
+                break
+            steps += 1
+        return {"warm_steps": warm, "steps": steps, "steps_per_sec": steps / seconds}
+
+    def count_bytes(self, warm_steps, steps):
+        """Runs `warm_steps`, then `steps` local steps; returns the loopback bytes of those."""
+        for _ in range(warm_steps):
+            self.session.run(self.built.train_op)
+        before = lo_bytes()
+        for _ in range(steps):
+            self.session.run(self.built.train_op)
+        return {"steps": steps, "lo_bytes": lo_bytes() - before}
+
+    def train(self, start_at, seconds, eval_every):
+        """Time to accuracy: trains for `seconds` from `start_at`; worker 0 evaluates."""
+        return accuracy.train(
+            self.session,
+            self.built.train_op,
+            self.accuracy if self.index == 0 else None,
+            start_at,
+            seconds,
+            eval_every,
+        )
+
+    def overhead(self, model, blocks, block_secs):
+        """Per-step overhead, measured in this process without the cluster."""
+        self.close()
+        return overhead.measure(model, blocks, block_secs)
+
+    def close(self):
+        """Stops the queue runners of `sync` and closes the session."""
+        if self.coordinator is not None:
+            self.coordinator.request_stop()
+        if self.session is not None:
+            self.session.close()
+        if self.coordinator is not None:
+            self.coordinator.join(self.threads, stop_grace_period_secs=5, ignore_live_threads=True)
+        self.session = self.coordinator = self.built = self.accuracy = None
+        self.threads = []
+        return {}
+
+    def reset(self, containers):
+        """Frees the state of `containers` on every task (once every worker has closed)."""
+        self.close()
+        tf.compat.v1.Session.reset(self.server.target, containers)
+        return {}
+
+
+def serve_commands(worker, lines, reply):
+    """Answers the JSON commands in `lines` until "exit" or the end of input."""
+    for line in lines:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        command = request.pop("cmd")
+        if command == "exit":
+            worker.close()
+            reply({"ok": True})
+            return
+        try:
+            result = getattr(worker, command)(**request)
+        except Exception as error:  # Reported to the driver, which stops the benchmark.
+            reply({"ok": False, "error": f"{type(error).__name__}: {error}"})
+        else:
+            reply({"ok": True, **result})
+
+
+def reply(message):
+    """Writes one answer line to stdout."""
+    sys.stdout.write(REPLY_PREFIX + json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv):
+    del argv  # Unused.
+    if FLAGS.world == "tf1":
+        tf.compat.v1.disable_v2_behavior()
+    cluster = json.loads(FLAGS.cluster)
+    if FLAGS.role == "ps":
+        server = tf.distribute.Server(
+            tf.train.ClusterSpec(cluster), job_name="ps", task_index=FLAGS.index, start=True
+        )
+        reply({"ok": True, "ready": "ps", "target": server.target})
+        threading.Event().wait()  # Serves until the driver kills this process.
+        return
+    worker = Worker(cluster, FLAGS.index)
+    reply({"ok": True, "ready": "worker"})
+    serve_commands(worker, sys.stdin, reply)
+
+
+if __name__ == "__main__":
+    app.run(main)

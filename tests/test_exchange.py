@@ -1,0 +1,156 @@
+"""The exchange design (tf_contrib_easgd/exchange.py): nothing remote on a non-exchange step.
+
+Placement tests need no server; the RunMetadata tests run one worker of the shared
+in-process cluster and read what the session actually ran.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import worker_scope
+
+from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
+from tf_contrib_easgd.exchange import ElasticExchange, run_if
+
+CLUSTER = tf.train.ClusterSpec({"ps": ["ps0:2222", "ps1:2222"], "worker": ["w0:2222"]})
+WORKER = "/job:worker/task:0"
+
+
+def _closure(op):
+    """Every op the session needs to run `op` (data and control inputs, transitively)."""
+    seen, stack = set(), [op]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        stack.extend(t.op for t in current.inputs)
+        stack.extend(current.control_inputs)
+    return seen
+
+
+def _build(cluster_spec, container="", period=10, shapes=((3,), (2, 2))):
+    """Builds worker 0's model (a variable per shape, loss = sum) and returns its parts."""
+    getter = ElasticAverageCustomGetter(WORKER)
+    with worker_scope(cluster_spec, 0, getter, container):
+        variables = [
+            tf.compat.v1.get_variable(f"v{i}", shape, initializer=tf.compat.v1.ones_initializer())
+            for i, shape in enumerate(shapes)
+        ]
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        opt = ElasticAverageOptimizer(
+            tf.compat.v1.train.GradientDescentOptimizer(0.5),
+            1,
+            getter,
+            communication_period=period,
+            moving_rate=0.5,
+            rho=0.0,
+        )
+        loss = tf.add_n([tf.reduce_sum(v.read_value()) for v in variables])
+        train_op = opt.minimize(loss, global_step=global_step)
+    return getter, variables, global_step, opt, train_op
+
+
+@pytest.mark.parametrize("period", [1, 10])
+def test_train_op_has_no_op_on_a_parameter_server(world, period):
+    with tf.Graph().as_default():
+        getter, _, global_step, _, train_op = _build(CLUSTER, period=period)
+        # The centres and the global step do live on the ps tasks ...
+        centres = [e.global_center for e in getter.centered_variables()]
+        assert {tf.DeviceSpec.from_string(v.device).job for v in centres} == {"ps"}
+        assert tf.DeviceSpec.from_string(global_step.device).job == "ps"
+        # ... but the session runs nothing there for the train op: the exchange is a call.
+        jobs = {tf.DeviceSpec.from_string(op.device).job for op in _closure(train_op)}
+        assert jobs == {"worker"}
+        calls = [op for op in _closure(train_op) if op.type == "RemoteCall"]
+        assert calls, "the exchange must be a RemoteCall from the worker"
+
+
+def test_one_call_per_task_in_a_fixed_order(world):
+    # Two variables round-robin over two ps tasks, the global step after them: two calls,
+    # ps 0 first (it has the first centre), each carrying its own centres.
+    with tf.Graph().as_default():
+        getter, _, global_step, _, _ = _build(CLUSTER)
+        exchange = ElasticExchange(getter.centered_variables(), WORKER, 0.5, global_step, True)
+        assert exchange.remote_targets == ["/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"]
+
+
+def test_centres_on_the_worker_take_the_plain_path(world):
+    with tf.Graph().as_default():
+        getter = ElasticAverageCustomGetter("")
+        with tf.compat.v1.variable_scope("", custom_getter=getter):
+            tf.compat.v1.get_variable("w", [2])
+        exchange = ElasticExchange(getter.centered_variables(), "", 0.5, None, True)
+        assert exchange.remote_targets == []
+
+
+@pytest.mark.parametrize("pred", [False, True])
+def test_run_if_runs_the_branch_only_when_the_predicate_holds(world, pred):
+    with tf.Graph().as_default():
+        counter = tf.compat.v1.get_variable(
+            "counter", [], tf.int32, tf.compat.v1.zeros_initializer()
+        )
+
+        def branch():
+            with tf.control_dependencies([tf.compat.v1.assign_add(counter, 1)]):
+                return tf.constant(True)
+
+        done = run_if(tf.constant(pred), branch)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            assert session.run(done) == pred
+            assert session.run(counter.read_value()) == int(pred)
+
+
+def _traced_step(session, train_op):
+    metadata = tf.compat.v1.RunMetadata()
+    options = tf.compat.v1.RunOptions(
+        trace_level=tf.compat.v1.RunOptions.FULL_TRACE, output_partition_graphs=True
+    )
+    session.run(train_op, options=options, run_metadata=metadata)
+    nodes = {
+        (stats.device, node.node_name)
+        for stats in metadata.step_stats.dev_stats
+        for node in stats.node_stats
+    }
+    return metadata, nodes
+
+
+@pytest.mark.cluster
+def test_non_exchange_steps_touch_no_remote_device(world, cluster, container):
+    # Period 3: steps 1 and 2 do not exchange, step 3 does. What the session ran is read
+    # from RunMetadata: partition graphs (one per task that takes part) and step stats.
+    with tf.Graph().as_default() as graph:
+        getter, variables, global_step, _, train_op = _build(
+            cluster.spec, container, period=3, shapes=((1000,), (30, 30))
+        )
+        entries = getter.centered_variables()
+        centre = entries[0].global_center.read_value()
+        init = [tf.compat.v1.global_variables_initializer()]
+        local_init = tf.compat.v1.local_variables_initializer()
+    with cluster.session(0, graph) as session:
+        session.run(init)
+        session.run(local_init)
+        for step in (1, 2):
+            metadata, nodes = _traced_step(session, train_op)
+            assert len(metadata.partition_graphs) == 1, f"step {step}: more than one task ran"
+            devices = {device for device, _ in nodes}
+            assert all("/job:worker/replica:0/task:0/" in d for d in devices), devices
+            transfers = [n for _, n in nodes if "_Send" in n or "_Recv" in n]
+            assert transfers == [], f"step {step} moved tensors: {transfers}"
+            calls = [n for _, n in nodes if "exchange_with_ps" in n]
+            assert calls == [], f"step {step} called the ps: {calls}"
+        # Step 3 exchanges: the worker calls each ps task once, and the centre moves.
+        before = session.run(centre)
+        metadata, nodes = _traced_step(session, train_op)
+        assert len(metadata.partition_graphs) == 1
+        calls = sorted(
+            n for _, n in nodes if n.endswith(("exchange_with_ps_0", "exchange_with_ps_1"))
+        )
+        assert [c.rsplit("/", 1)[-1] for c in calls] == ["exchange_with_ps_0", "exchange_with_ps_1"]
+        after = session.run(centre)
+        # x: 1 -> -0.5 after three steps of lr 0.5 on sum(x); d = 0.5 * (-0.5 - 1) = -0.75.
+        np.testing.assert_array_equal(before, np.ones(1000))
+        np.testing.assert_array_equal(after, np.full(1000, 0.25))
+        assert session.run(global_step.read_value()) == 1
+        np.testing.assert_array_equal(session.run(variables[0].read_value()), np.full(1000, 0.25))

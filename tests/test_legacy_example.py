@@ -1,0 +1,220 @@
+"""examples/legacy_tf1: a 2018 TF1 EASGD trainer runs on TF 2 after two tools, no hand edits.
+
+The order documented in docs/MIGRATING.md is `tf_upgrade_v2` first, then `easgd-migrate`;
+the other order gives the same text (tested below). The end-to-end test runs both tools as
+the console scripts a user has, on a copy, and then the result as a real job: one ps and two
+workers, separate OS processes on free loopback ports.
+"""
+
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import portpicker
+import pytest
+import tensorflow as tf
+from sklearn.datasets import load_digits
+from tensorflow.tools.compatibility import ast_edits, tf_upgrade_v2
+
+from tf_contrib_easgd import _codemod
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "legacy_tf1" / "trainer.py"
+BIN = pathlib.Path(sys.executable).parent  # The venv's console scripts live beside python.
+
+# The example's data split: the first 1500 digits train, the other 297 test.
+NUM_TRAIN = 1500
+# Local steps per worker in the end-to-end run (the example's default is 1000). A numpy run
+# of the same MLP with plain single-worker SGD (lr 0.5, batch 32) reaches 0.90-0.92 test
+# accuracy after 600 steps on this split, over 4 seeds; chance is 0.10, and a centre that
+# never took part in an exchange stays near chance. The EASGD pull towards the centre and a
+# worker that may start after the chief has finished cost a few points, so 0.80 tells a
+# working migration from a broken one with room to spare. One run here gave 0.886 for both
+# workers and 0.879 for the centre.
+TRAIN_STEPS = 600
+TARGET_ACCURACY = 0.80
+# Deadlines: importing TensorFlow takes 10-15 s per process on a 2-core machine, three at once
+# take longer, and the 600 steps take 10-20 s.
+TOOL_TIMEOUT_S = 120
+CHIEF_READY_TIMEOUT_S = 150
+TRAINING_TIMEOUT_S = 240
+
+
+def _upgrade_v2(source, tmp_path):
+    """Runs tf_upgrade_v2's converter in this process (no second TensorFlow import)."""
+    before, after = tmp_path / "before.py", tmp_path / "after.py"
+    before.write_text(source)
+    upgrader = ast_edits.ASTCodeUpgrader(tf_upgrade_v2.TFAPIChangeSpec())
+    upgrader.process_file(str(before), str(after))
+    return after.read_text()
+
+
+def _migrate(source):
+    """Migrates `source` in this process; asserts that nothing was left unconverted."""
+    migration = _codemod.migrate_source(source)
+    assert not [f for f in migration.findings if f.unconverted]
+    return migration.code
+
+
+def test_tf_upgrade_v2_alone_leaves_the_script_broken(tmp_path):
+    upgraded = _upgrade_v2(EXAMPLE.read_text(), tmp_path)
+    assert "tf.contrib.opt.ElasticAverageOptimizer(" in upgraded  # TF 2 has no tf.contrib,
+    assert "with tf.device(device_setter)" in upgraded  # tf.device refuses functions,
+    assert "disable_v2_behavior" not in upgraded  # and placeholders need graph mode.
+    with pytest.raises(RuntimeError, match="does not support functions"):
+        tf.device(lambda op: "/cpu:0")
+
+
+def test_both_orders_give_the_same_script(tmp_path):
+    source = EXAMPLE.read_text()
+    upgrade_first = _migrate(_upgrade_v2(source, tmp_path))
+    migrate_first = _upgrade_v2(_migrate(source), tmp_path)
+    assert upgrade_first == migrate_first
+    assert _migrate(upgrade_first) == upgrade_first  # Idempotent on the final text.
+    assert "tf.contrib.opt" not in upgrade_first
+    assert upgrade_first.count("tf.compat.v1.disable_v2_behavior()") == 1
+    assert "with tf.compat.v1.device(device_setter)" in upgrade_first
+    compile(upgrade_first, str(EXAMPLE), "exec")
+
+
+def _centre_accuracy(checkpoint_dir):
+    """Test accuracy of the centre that the chief's swapping saver wrote under plain names."""
+    reader = tf.train.load_checkpoint(str(checkpoint_dir))
+    digits = load_digits()
+    images = (digits.data / 16.0).astype(np.float32)[NUM_TRAIN:]
+    labels = digits.target[NUM_TRAIN:]
+    hidden = np.maximum(images @ reader.get_tensor("mlp/w1") + reader.get_tensor("mlp/b1"), 0)
+    logits = hidden @ reader.get_tensor("mlp/w2") + reader.get_tensor("mlp/b2")
+    return float(np.mean(logits.argmax(axis=1) == labels))
+
+
+class _Processes:
+    """The OS processes of one test, each logging to a file; all killed at teardown."""
+
+    def __init__(self, directory):
+        self._directory = directory
+        self.running = {}
+
+    def start(self, name, args):
+        """Starts `args` as process `name`, its stdout and stderr going to `name.log`."""
+        log = self._directory / f"{name}.log"
+        env = dict(
+            os.environ,
+            TF_CPP_MIN_LOG_LEVEL="2",
+            PYTHONUNBUFFERED="1",
+            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        )
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                args,
+                cwd=self._directory,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.running[name] = (process, log)
+        return process
+
+    def log(self, name):
+        """Everything process `name` has written so far."""
+        return self.running[name][1].read_text(errors="replace")
+
+    def wait_for_line(self, name, pattern, timeout):
+        """Waits until `name` logs a line matching `pattern`; fails if it exits or times out."""
+        process, _ = self.running[name]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if re.search(pattern, self.log(name), re.MULTILINE):
+                return
+            if process.poll() is not None:
+                pytest.fail(f"{name} exited with {process.returncode}:\n{self.log(name)[-3000:]}")
+            time.sleep(0.25)
+        pytest.fail(f"{name} did not log {pattern!r} within {timeout} s:\n{self.log(name)[-3000:]}")
+
+    def wait_for_exit(self, name, deadline):
+        """Waits for `name` to exit by `deadline` (time.monotonic()); returns its log."""
+        process, _ = self.running[name]
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{name} still running at the deadline:\n{self.log(name)[-3000:]}")
+        assert process.returncode == 0, f"{name} failed:\n{self.log(name)[-3000:]}"
+        return self.log(name)
+
+    def kill_all(self):
+        """Kills every process still running (the ps always is) and reaps them all."""
+        for process, _ in self.running.values():
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=30)
+
+
+@pytest.fixture
+def processes(tmp_path):
+    """A `_Processes` in `tmp_path` whose processes are killed however the test ends."""
+    started = _Processes(tmp_path)
+    try:
+        yield started
+    finally:
+        started.kill_all()
+
+
+def _run_tool(args, cwd):
+    """Runs a console script to completion within TOOL_TIMEOUT_S; asserts it succeeded."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run(
+        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False
+    )
+    assert done.returncode == 0, f"{args} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    return done
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(CHIEF_READY_TIMEOUT_S + TRAINING_TIMEOUT_S + 2 * TOOL_TIMEOUT_S)
+def test_migrated_example_trains_on_a_ps_and_two_workers(tmp_path, processes):
+    start = time.monotonic()
+    script = tmp_path / "trainer.py"
+    shutil.copy(EXAMPLE, script)
+    _run_tool(
+        [str(BIN / "tf_upgrade_v2"), "--infile", script.name, "--outfile", script.name], tmp_path
+    )
+    done = _run_tool([str(BIN / "easgd-migrate"), "--nobackup", script.name], tmp_path)
+    assert "1 changed, 0 use(s) not converted" in done.stderr
+    assert not (tmp_path / "trainer.py.bak").exists()
+    print(f"converted after {time.monotonic() - start:.0f} s")
+
+    ports = [portpicker.pick_unused_port() for _ in range(3)]
+    common = [
+        sys.executable,
+        script.name,
+        f"--ps_hosts=localhost:{ports[0]}",
+        f"--worker_hosts=localhost:{ports[1]},localhost:{ports[2]}",
+        f"--checkpoint_dir={tmp_path / 'checkpoints'}",
+        f"--train_steps={TRAIN_STEPS}",
+    ]
+    processes.start("ps", [*common, "--job_name=ps", "--task_index=0"])
+    processes.start("worker0", [*common, "--job_name=worker", "--task_index=0"])
+    # Worker 1 starts once the chief has initialised the ps: a non-chief that finds the
+    # model not ready waits 30 s before it looks again.
+    processes.wait_for_line("worker0", r"^Worker 0: session ready", CHIEF_READY_TIMEOUT_S)
+    processes.start("worker1", [*common, "--job_name=worker", "--task_index=1"])
+    print(f"chief ready after {time.monotonic() - start:.0f} s")
+
+    deadline = time.monotonic() + TRAINING_TIMEOUT_S
+    accuracies = {}
+    for index in (0, 1):
+        log = processes.wait_for_exit(f"worker{index}", deadline)
+        found = re.search(rf"^Worker {index}: test accuracy ([0-9.]+) after (\d+) steps", log, re.M)
+        assert found, log[-3000:]
+        assert int(found.group(2)) == TRAIN_STEPS
+        accuracies[f"worker{index}"] = float(found.group(1))
+        print(f"worker {index} done after {time.monotonic() - start:.0f} s")
+    accuracies["centre"] = _centre_accuracy(tmp_path / "checkpoints")
+    print(f"accuracies {accuracies}")
+    assert min(accuracies.values()) >= TARGET_ACCURACY, accuracies

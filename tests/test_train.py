@@ -1,0 +1,420 @@
+"""Tests of easgd-train (tf_contrib_easgd.train): flags, TF_CONFIG, local and task mode.
+
+Flag checks run in this process. The tests marked e2e start real ps/worker processes:
+local mode through the command line, task mode from TF_CONFIG with processes the test
+starts itself, and a failing worker. tests/test_end_to_end.py has task mode by flags.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import portpicker
+import pytest
+from absl import flags
+from absl.testing import flagsaver
+
+from tf_contrib_easgd import cluster, launcher, progress, train
+
+# A process imports TensorFlow in ~10-15 s on the 2-core CI machine, three at once in
+# ~30 s; training a few hundred steps adds seconds. No test here comes near these bounds
+# unless something hangs.
+PROCESS_TIMEOUT_SECS = 240
+W0, W1, PS = "localhost:2220", "localhost:2221", "localhost:2222"
+
+
+@pytest.fixture
+def parse():
+    """Parses easgd-train's flags (and a TF_CONFIG) in this process; returns the Plan."""
+    was_parsed = train.FLAGS.is_parsed()
+
+    def parse_(*args, environ=None):
+        train.FLAGS.unparse_flags()
+        train.FLAGS(["easgd-train", *args])
+        return train.plan_from_flags(train.FLAGS, environ={} if environ is None else environ)
+
+    with flagsaver.flagsaver():
+        yield parse_
+    train.FLAGS.unparse_flags()
+    if was_parsed:
+        train.FLAGS.mark_as_parsed()
+
+
+def _tf_config(task_type, index):
+    return json.dumps(
+        {
+            "cluster": {"chief": [W0], "worker": [W1], "ps": [PS]},
+            "task": {"type": task_type, "index": index},
+        }
+    )
+
+
+def test_defaults_run_one_ps_and_two_workers_locally(parse):
+    plan = parse()
+    assert (plan.task, plan.num_ps, plan.num_workers) == (None, 1, 2)
+    assert plan.config == train.TrainConfig(
+        steps=1000,
+        batch_size=32,
+        optimizer="momentum",
+        learning_rate=0.05,  # The default of --optimizer=momentum.
+        communication_period=10,
+        moving_rate=None,
+        rho=0.0,
+        synchronous=False,
+        model="mlp",
+        dataset="digits",
+        model_dir="",  # main() makes a temporary directory.
+        save_checkpoint_steps=500,
+        seed=0,
+        log_every_steps=100,
+        eval_every_steps=500,
+        timeout_secs=300.0,
+    )
+
+
+@pytest.mark.parametrize(("optimizer", "rate"), list(train.DEFAULT_LEARNING_RATES.items()))
+def test_each_optimizer_has_a_default_learning_rate(parse, optimizer, rate):
+    assert parse(f"--optimizer={optimizer}").config.learning_rate == rate
+
+
+def test_an_explicit_learning_rate_wins(parse):
+    assert parse("--optimizer=adam", "--learning_rate=0.01").config.learning_rate == 0.01
+
+
+def test_task_mode_from_flags(parse):
+    plan = parse(
+        "--job_name=worker", "--task_index=1", f"--ps_hosts={PS}", f"--worker_hosts={W0},{W1}"
+    )
+    assert plan.task == cluster.TaskConfig((PS,), (W0, W1), "worker", 1, source="flags")
+
+
+def test_task_index_defaults_to_zero(parse):
+    plan = parse("--job_name=worker", f"--ps_hosts={PS}", f"--worker_hosts={W0}")
+    assert plan.task.is_chief
+
+
+@pytest.mark.parametrize(
+    ("task_type", "index", "job", "task_index"),
+    [("chief", 0, "worker", 0), ("worker", 0, "worker", 1), ("ps", 0, "ps", 0)],
+)
+def test_task_mode_from_tf_config(parse, task_type, index, job, task_index):
+    plan = parse(environ={"TF_CONFIG": _tf_config(task_type, index)})
+    assert (plan.task.job_name, plan.task.task_index) == (job, task_index)
+    assert plan.task.worker_hosts == (W0, W1) and plan.task.source == "TF_CONFIG"
+
+
+def test_flags_win_over_tf_config(parse):
+    plan = parse(
+        "--job_name=ps", f"--ps_hosts={PS}", f"--worker_hosts={W0}",
+        environ={"TF_CONFIG": _tf_config("chief", 0)},
+    )  # fmt: skip
+    assert plan.task.source == "flags" and plan.task.is_ps
+
+
+def test_explicit_local_mode_ignores_tf_config(parse):
+    assert parse("--cluster=local", environ={"TF_CONFIG": _tf_config("chief", 0)}).task is None
+
+
+def test_a_parameter_server_does_not_need_the_dataset(parse):
+    # The ps machine of a real job may not have the file: only workers read it.
+    plan = parse("--job_name=ps", f"--ps_hosts={PS}", f"--worker_hosts={W0}", "--dataset=/no.npz")
+    assert plan.task.is_ps
+
+
+def test_train_config_round_trips_through_its_flags(parse):
+    config = parse("--optimizer=nesterov", "--moving_rate=0.2", "--synchronous", "--rho=0.5").config
+    config = train.TrainConfig(**{**config.__dict__, "model_dir": "/tmp/x"})
+    assert parse(*config.to_flags()).config == config
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--workers=0"], "flag --workers=0: 0 is not a positive integer"),
+        (["--ps=-1"], "flag --ps=-1: -1 is not a positive integer"),
+        (["--steps=0"], "flag --steps=0"),
+        (["--batch_size=abc"], "flag --batch_size=abc"),
+        (["--communication_period=0"], "flag --communication_period=0"),
+        (["--optimizer=lbfgs"], "flag --optimizer=lbfgs: value should be one of"),
+        (["--model=rnn"], "flag --model=rnn: value should be one of <mlp|cnn>"),
+        (["--timeout_secs=0"], "flag --timeout_secs=0"),
+        (["--job_name=chief"], "flag --job_name=chief"),
+        (["--task_index=-1"], "flag --task_index=-1"),
+        (["--bogus=1"], "Unknown command line flag 'bogus'"),
+    ],
+)
+def test_malformed_flags_are_rejected_by_the_parser(parse, args, message):
+    with pytest.raises(flags.Error, match=re.escape(message)):
+        parse(*args)
+
+
+@pytest.mark.parametrize(
+    ("args", "environ", "message"),
+    [
+        (["--learning_rate=-0.1"], {}, "--learning_rate=-0.1: must be > 0"),
+        (["--learning_rate=0"], {}, "--learning_rate=0.0: must be > 0"),
+        (["--moving_rate=1.5"], {}, "--moving_rate=1.5: must be in (0, 1]"),
+        (["--moving_rate=0"], {}, "--moving_rate=0.0: must be in (0, 1]"),
+        (["--rho=-1"], {}, "--rho=-1.0: must be >= 0"),
+        (["--rho=nan"], {}, "--rho=nan: must be >= 0"),
+        (["--timeout_secs=inf"], {}, "--timeout_secs=inf: must be a finite number"),
+        (["--job_name=worker", "--ps_hosts=localhost", f"--worker_hosts={W0}"], {},
+         "--ps_hosts='localhost': address 'localhost' is not of the form host:port"),
+        (["--job_name=worker", f"--ps_hosts={PS}", "--worker_hosts=a:1,,b:2"], {},
+         "--worker_hosts='a:1,,b:2': address '' is not of the form host:port"),
+        (["--job_name=worker", f"--ps_hosts={PS}"], {},
+         "--job_name=worker needs --worker_hosts as well"),
+        (["--job_name=worker", "--task_index=2", f"--ps_hosts={PS}", f"--worker_hosts={W0},{W1}"],
+         {}, "--task_index=2: job 'worker' has 2 task(s) in --worker_hosts"),
+        ([f"--ps_hosts={PS}"], {}, f"--ps_hosts='{PS}' is given without --job_name"),
+        (["--cluster=local", "--job_name=worker"], {},
+         "--job_name='worker' describes one task of a multi-machine job; it cannot be "
+         "combined with --cluster=local"),
+        (["--cluster=task"], {}, "--cluster=task needs --job_name, --task_index, --ps_hosts "
+         "and --worker_hosts, or the TF_CONFIG environment variable; neither is set"),
+        (["--workers=3", "--job_name=worker", f"--ps_hosts={PS}", f"--worker_hosts={W0}"], {},
+         "--workers=3 applies to --cluster=local only"),
+        ([], {"TF_CONFIG": "{bad"}, "TF_CONFIG='{bad' is not valid JSON"),
+        ([], {"TF_CONFIG": _tf_config("evaluator", 0)}, "TF_CONFIG task.type='evaluator'"),
+        ([], {"TF_CONFIG": _tf_config("worker", 1)}, "TF_CONFIG task.index=1"),
+        (["--dataset=/no/such.npz"], {},
+         "--dataset='/no/such.npz': Dataset '/no/such.npz' does not exist"),
+    ],
+)  # fmt: skip
+def test_invalid_values_name_the_flag_and_the_value(parse, args, environ, message):
+    with pytest.raises(train.UsageError, match=re.escape(message)):
+        parse(*args, environ=environ)
+
+
+def test_a_model_dir_that_is_a_file_is_rejected(parse, tmp_path):
+    path = tmp_path / "file"
+    path.write_text("")
+    with pytest.raises(train.UsageError, match=f"--model_dir='{path}' exists and is not a dir"):
+        parse(f"--model_dir={path}")
+
+
+def test_a_malformed_dataset_is_rejected_before_anything_starts(parse, tmp_path):
+    path = tmp_path / "broken.npz"
+    path.write_bytes(b"junk")
+    with pytest.raises(train.UsageError, match=f"--dataset='{path}': .* not a readable .npz"):
+        parse(f"--dataset={path}")
+
+
+TFJOB = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "tfjob.yaml")
+
+
+@pytest.mark.parametrize(
+    ("replica", "index", "job", "task_index"),
+    [("Chief", 0, "worker", 0), ("Worker", 0, "worker", 1), ("Worker", 1, "worker", 2),
+     ("PS", 0, "ps", 0)],
+)  # fmt: skip
+def test_the_tfjob_example_runs_each_replica_as_its_task(parse, replica, index, job, task_index):
+    yaml = pytest.importorskip("yaml")
+    with open(TFJOB, encoding="utf-8") as file:
+        spec = yaml.safe_load(file)["spec"]["tfReplicaSpecs"]
+    # The TF_CONFIG the operator gives each pod: replica types in lower case.
+    hosts = {
+        kind.lower(): [f"easgd-digits-{kind.lower()}-{i}:2222" for i in range(s["replicas"])]
+        for kind, s in spec.items()
+    }
+    container = spec[replica]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["easgd-train"]
+    tf_config = json.dumps({"cluster": hosts, "task": {"type": replica.lower(), "index": index}})
+    plan = parse(*container["args"], environ={"TF_CONFIG": tf_config})
+    assert (plan.task.job_name, plan.task.task_index) == (job, task_index)
+    assert plan.task.num_workers == 3 and plan.task.num_ps == 1
+
+
+def test_process_started_at_is_in_the_past():
+    # The process started before this test ran, and (pytest start-up) not hours ago.
+    age = time.monotonic() - train.process_started_at()
+    assert 0 < age < 3600
+
+
+# --- The command line, as separate processes ----------------------------------------------
+
+
+def _env(**extra):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **extra)
+    env.pop("TF_CONFIG", None)
+    env.update(extra)
+    return env
+
+
+def _console_script():
+    path = os.path.join(os.path.dirname(sys.executable), "easgd-train")
+    assert os.path.exists(path), "install the package: pip install -e '.[test,demo]'"
+    return path
+
+
+def test_help_lists_every_flag():
+    result = subprocess.run(
+        [_console_script(), "--help"], capture_output=True, text=True, env=_env(),
+        timeout=PROCESS_TIMEOUT_SECS, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1  # absl's --help exits with 1, as every absl program does.
+    assert result.stdout.startswith("easgd-train: train a classifier with Elastic Averaging SGD")
+    for name in train.FLAGS.get_key_flags_for_module(train):
+        assert f"--{name.name}:" in result.stdout or f"--[no]{name.name}:" in result.stdout
+
+
+def test_a_bad_flag_exits_with_code_2(parse, capsys):
+    del parse  # Used for its clean-up of the flags.
+    with pytest.raises(SystemExit) as caught:
+        train.parse_flags(["easgd-train", "--workers=0"])
+    assert caught.value.code == 2
+    assert "easgd-train: error: flag --workers=0: 0 is not a positive integer" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_bad_tf_config_exits_with_code_2_before_anything_starts():
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_contrib_easgd.train"], capture_output=True, text=True,
+        env=_env(TF_CONFIG='{"cluster": 1}'), timeout=PROCESS_TIMEOUT_SECS, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "easgd-train: error: TF_CONFIG='{\"cluster\": 1}': expected an object" in (result.stderr)
+    assert "started" not in result.stderr  # Nothing was started.
+
+
+def _pids(text):
+    """The pids of the tasks the launcher reports as started."""
+    return [int(pid) for pid in re.findall(r"easgd-train: started \w+ \d+, pid (\d+)", text)]
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as file:
+            return file.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _wait_dead(pids, timeout_secs=15.0):
+    deadline = time.monotonic() + timeout_secs
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [pid for pid in pids if _alive(pid)]
+
+
+@pytest.mark.e2e
+def test_local_mode_end_to_end(tmp_path):
+    # A TF_CONFIG in the launcher's environment must not reach the tasks (local mode).
+    result = subprocess.run(
+        [
+            _console_script(), "--cluster=local", "--steps=150", "--log_every_steps=50",
+            "--eval_every_steps=0", "--communication_period=10", f"--model_dir={tmp_path}",
+            "--timeout_secs=120",
+        ],
+        capture_output=True, text=True, env=_env(TF_CONFIG=_tf_config("chief", 0)),
+        timeout=PROCESS_TIMEOUT_SECS, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    err = result.stderr
+    pids = _pids(err)
+    assert len(pids) == 3  # ps 0, worker 0, worker 1
+    assert _wait_dead(pids, 0) == []
+    for worker in ("worker 0", "worker 1"):
+        assert f"{worker}: step 150/150  loss " in err
+    assert "ps 0: stopped" in err  # The chief stopped the ps; the launcher did not need to.
+
+    with open(tmp_path / "summary.json", encoding="utf-8") as file:
+        summary = json.load(file)
+    # 150 local steps each with tau = 10: 15 exchanges per worker, 30 in all.
+    assert summary["local_steps"] == {"0": 150, "1": 150} and summary["exchanges"] == 30
+    # ~3.3 epochs of the digits per worker: the MLP's centre is past 0.85 (seeds 0-2: 0.95-0.96).
+    assert summary["test_accuracy"] > 0.85
+    assert summary["wall_secs"] > summary["chief_secs"] > 0
+    assert err.rstrip().splitlines()[-1] == progress.summary_line(summary)
+    for name in ("export/centre.index", "worker_0", "worker_1", "logs/worker_1.log"):
+        assert (tmp_path / name).exists(), name
+
+
+def _tf_config_tasks(tmp_path, steps):
+    """The tasks of a chief + ps job described by TF_CONFIG, as launcher tasks.
+
+    (Two processes keep the test short; how TF_CONFIG's workers map to worker 1, 2, ...
+    is tested above without processes.)
+    """
+    hosts = {job: [f"localhost:{portpicker.pick_unused_port()}"] for job in ("chief", "ps")}
+    command = (
+        sys.executable, "-m", "tf_contrib_easgd.train", f"--steps={steps}",
+        "--log_every_steps=50", f"--model_dir={tmp_path}", "--progress_format=json",
+        "--timeout_secs=120",
+    )  # fmt: skip
+    return [
+        launcher.TaskSpec(
+            "ps" if task_type == "ps" else "worker",
+            0,
+            command,
+            finishes=task_type != "ps",
+            env=(("TF_CONFIG", json.dumps({"cluster": hosts, "task": {"type": task_type}})),),
+        )
+        for task_type in ("ps", "chief")
+    ]  # fmt: skip
+
+
+@pytest.mark.e2e
+def test_task_mode_from_tf_config_end_to_end(tmp_path):
+    events = []
+    tasks = _tf_config_tasks(tmp_path, steps=200)
+    with launcher.LocalCluster(
+        tasks,
+        env=_env(),
+        log_dir=str(tmp_path / "logs"),
+        on_line=lambda task, line: events.append(progress.parse_event(line)),
+        stall_timeout_secs=PROCESS_TIMEOUT_SECS,
+    ) as local:
+        local.start()
+        local.supervise()
+        assert local.wait_for_servers(30)  # The ps exits by itself once the chief is done.
+    events = [event for event in events if event]
+    by_task = {(e["task"], e["event"]) for e in events}
+    # TF_CONFIG's chief ran as worker 0, the chief: it reported the summary.
+    assert ("worker 0", "summary") in by_task
+    assert ("ps 0", "stopped") in by_task
+    summary = next(e for e in events if e["event"] == "summary")
+    # One worker, 200 local steps, tau = 10: 20 exchanges.
+    assert summary["local_steps"] == {"0": 200} and summary["exchanges"] == 20
+    assert summary["num_workers"] == 1
+    # ~4.4 epochs of the digits for the one worker; chance is 0.1 (a single EASGD worker
+    # is momentum SGD with a lagging centre: 0.96 for seeds 0-2 here).
+    assert summary["test_accuracy"] > 0.85
+
+
+@pytest.mark.e2e
+def test_a_failed_worker_stops_every_task_and_fails_the_job(tmp_path):
+    # easgd-train itself runs as the one child of a LocalCluster: its output comes line by
+    # line with deadlines, and it is killed if the test fails half-way.
+    command = (
+        _console_script(), "--steps=1000000", "--log_every_steps=1", f"--model_dir={tmp_path}",
+        "--timeout_secs=120",
+    )  # fmt: skip
+    lines = []
+    with launcher.LocalCluster(
+        [launcher.TaskSpec("easgd-train", 0, command)],
+        env=_env(),
+        on_line=lambda task, line: lines.append(line),
+    ) as job:
+        job.start()
+        training = job.wait_for_line(
+            lambda task, line: line.startswith("worker 1: step "), PROCESS_TIMEOUT_SECS
+        )
+        assert training, "\n".join(lines)
+        pids = _pids("\n".join(lines))
+        os.kill(pids[2], signal.SIGKILL)  # worker 1 (started after ps 0 and worker 0)
+        with pytest.raises(launcher.TaskFailedError) as caught:
+            job.supervise()
+    assert caught.value.returncode == 1
+    message = "\n".join(lines)
+    assert (
+        "easgd-train: error: worker 1 was killed by signal SIGKILL; every other task was "
+        "stopped" in message
+    )
+    assert f"Whole output: {tmp_path}/logs/worker_1.log" in message
+    assert _wait_dead(pids) == []

@@ -1,0 +1,322 @@
+"""The elastic exchange, built so that a step that does not exchange touches no remote device.
+
+Why not a plain `tf.cond` around ops on the parameter server: a TF1 session prunes the graph
+of a `session.run` to what the fetches need and splits it into one partition per task, and
+every partition runs on every step. Ops of the exchange placed on a parameter server put a
+ps partition in the train op's graph: each step then costs a RunGraph RPC to every ps task
+plus one RecvTensor RPC per cross-device edge (one per variable and direction, dead or
+live), even though `tf.cond` skips the exchange 9 steps out of 10.
+
+Here the train op's graph has no op on a parameter server at all. Each ps task that holds
+centres gets a function that does that task's half of the exchange where the centres live:
+
+    for each centre c with worker value x:   read c;  d = alpha * (x - c);  c += d
+    then, if `global_step` lives on that task:   global_step += 1
+    return the values of c read
+
+The worker runs it with a `RemoteCall` op (TF's remote function call: the worker's
+function runtime registers the function with the ps task once, then sends the arguments and
+receives the results in one RunGraph RPC). That op sits on the worker, behind one
+worker-local Switch (`run_if`); on a step that does not exchange it is skipped and nothing
+is sent: the step's graph is one partition, on the worker. On an exchange step each ps
+task gets exactly one RPC carrying the worker values of its centres and returning the
+centres: about 2 x parameters x 4 bytes per exchange for float32. The
+worker then sets its local centres to the returned values and applies the same
+`d = alpha * (x - c)` to its own copies (the same float operations on the same inputs, so
+both sides move by exactly the same d).
+
+The function finds a centre by the variable's container and shared name, as the variable
+op on the ps does, so it reaches the same variable in both variable worlds: a
+`VarHandleOp` for resource variables (TF 2 graph mode), a `VariableV2` op for ref variables
+(TF1 mode). Centres on the worker's own task, on an unspecified device, or of a kind this
+module cannot address take the plain path: the same arithmetic with ordinary ops.
+
+Ordering: the calls to several ps tasks go one after the other (two `RemoteCall`s of one
+step in flight at once hung TensorFlow 2.21 when the servers shared a process, as in-process
+test clusters do). A ps task increments `global_step` after moving its own centres.
+
+Cost: `RemoteCall` carries tensors as protobuf fields of the RunGraph messages, which copies
+them more often than the RecvTensor path of a ps partition does; an exchange step is
+therefore dearer than with ops on the ps, while every other step is free of RPCs. For a
+period of about 10 or more the trade pays off (see BENCHMARKS.md).
+"""
+
+import dataclasses
+
+import tensorflow as tf
+
+_RESOURCE_VARIABLE_OPS = ("VarHandleOp",)
+_REF_VARIABLE_OPS = ("VariableV2", "Variable")
+
+
+@dataclasses.dataclass
+class _TaskGroup:
+    """The centres (and maybe the global step) held by one task.
+
+    Attributes:
+        target: the task's device name, e.g. "/job:ps/replica:0/task:0"; None for the
+            worker's own task or an unknown place (the plain path).
+        entries: the `CenteredVariable`s whose global centre lives on the task.
+        global_step: the global step if it lives on the task, else None.
+    """
+
+    target: str | None
+    entries: list = dataclasses.field(default_factory=list)
+    global_step: tf.Variable | None = None
+
+
+class ElasticExchange:
+    """Builds the elastic exchange of one worker, one remote call per parameter server task.
+
+    Construct it outside any control-flow context (it defines the ps-side functions), then
+    call it as the branch of `run_if` that runs on exchange steps.
+    """
+
+    def __init__(self, centered, worker_device, moving_rate, global_step, use_locking):
+        """Groups the centres by task and defines one function per parameter server task.
+
+        Args:
+            centered: the `CenteredVariable`s to exchange.
+            worker_device: device string of this worker.
+            moving_rate: the elastic rate alpha, a Python float.
+            global_step: a variable to increment once per exchange, or None.
+            use_locking: whether the updates take locks.
+        """
+        self._worker_device = worker_device
+        self._moving_rate = moving_rate
+        self._use_locking = use_locking
+        self._global_step = global_step
+        worker = tf.DeviceSpec.from_string(worker_device or "")
+        groups = {}
+        for entry in centered:
+            target = _remote_target(entry.global_center, worker)
+            groups.setdefault(target, _TaskGroup(target)).entries.append(entry)
+        if global_step is not None:
+            target = _remote_target(global_step, worker)
+            groups.setdefault(target, _TaskGroup(target)).global_step = global_step
+        self._local = groups.pop(None, _TaskGroup(None))
+        self._remote = list(groups.values())
+        self._functions = {}
+        with tf.compat.v1.device(None):
+            for index, group in enumerate(self._remote):
+                self._functions[group.target] = self._define_task_function(group, index)
+
+    @property
+    def remote_targets(self):
+        """The tasks this exchange calls, in call order."""
+        return [group.target for group in self._remote]
+
+    def __call__(self):
+        """Builds the exchange in the current context; returns a bool tensor, True when done."""
+        updates = []
+        with tf.compat.v1.device(self._worker_device):
+            for group in self._remote:
+                # One call at a time: two RemoteCalls of one step in flight at once hang the
+                # TF runtime (seen with TF 2.21), so each call waits for the previous one.
+                with tf.control_dependencies(updates[-1:]):
+                    updates += self._call_task(group)
+        updates += self._plain_exchange(self._local.entries)
+        if self._local.global_step is not None:
+            with (
+                tf.control_dependencies(updates),
+                tf.compat.v1.device(self._local.global_step.device),
+            ):
+                updates.append(
+                    tf.compat.v1.assign_add(
+                        self._local.global_step, 1, use_locking=self._use_locking
+                    ).op
+                )
+        with tf.control_dependencies(updates):
+            return tf.constant(True)
+
+    def _define_task_function(self, group, index):
+        """Defines the ps-side half of the exchange of `group` as a concrete function."""
+        rate = self._moving_rate
+        use_locking = self._use_locking
+        centres = [_VariableAddress.of(entry.global_center) for entry in group.entries]
+        step = None if group.global_step is None else _VariableAddress.of(group.global_step)
+
+        def exchange_on_task(*inputs):
+            # Inputs: the worker values of the centres, then the step increment if any.
+            # Outputs: the centres as read, then the global step as read if any (RemoteCall
+            # takes and returns at least one tensor).
+            with tf.compat.v1.device(None):
+                read, moved = [], []
+                for address, value in zip(centres, inputs, strict=False):
+                    centre, move = address.read_and_add(
+                        lambda c, x=value: tf.cast(rate, c.dtype) * (x - c), use_locking
+                    )
+                    read.append(centre)
+                    moved.append(move)
+                if step is not None:
+                    with tf.control_dependencies(moved):
+                        count, increment = step.read_and_add(lambda _: inputs[-1], use_locking)
+                    read.append(count)
+                    moved.append(increment)
+                with tf.control_dependencies(moved):
+                    return [tf.identity(value) for value in read]
+
+        exchange_on_task.__name__ = f"easgd_exchange_task_{index}"
+        signature = [
+            tf.TensorSpec(entry.worker.shape, entry.worker.dtype.base_dtype)
+            for entry in group.entries
+        ]
+        if step is not None:
+            signature.append(tf.TensorSpec([], step.dtype))
+        function = tf.function(exchange_on_task, autograph=False).get_concrete_function(*signature)
+        function.add_to_graph(tf.compat.v1.get_default_graph())
+        return function
+
+    def _call_task(self, group):
+        """Builds the RemoteCall of `group` and the worker's half; returns the update ops."""
+        values = [tf.identity(entry.worker.read_value()) for entry in group.entries]
+        inputs = list(values)
+        if group.global_step is not None:
+            inputs.append(tf.ones([], group.global_step.dtype.base_dtype))
+        outputs = tf.raw_ops.RemoteCall(
+            target=group.target,
+            args=inputs,
+            Tout=[value.dtype for value in inputs],
+            f=self._functions[group.target],
+            name=_call_name(group.target),
+        )
+        updates = []
+        for entry, value, centre in zip(group.entries, values, outputs, strict=False):
+            centre.set_shape(value.shape)
+            refresh = tf.compat.v1.assign(entry.local_center, centre, use_locking=self._use_locking)
+            delta = tf.cast(self._moving_rate, value.dtype) * (value - centre)
+            move = tf.compat.v1.assign_sub(entry.worker, delta, use_locking=self._use_locking)
+            updates += [refresh.op, move.op]
+        return [*updates, outputs[-1].op]  # The call last: the next one waits for it.
+
+    def _plain_exchange(self, entries):
+        """The exchange with ordinary ops, for centres the worker reaches without a call."""
+        updates = []
+        for entry in entries:
+            with tf.compat.v1.device(self._worker_device):
+                centre = tf.identity(entry.global_center.read_value())
+                refresh = tf.compat.v1.assign(
+                    entry.local_center, centre, use_locking=self._use_locking
+                )
+                with tf.control_dependencies([refresh]):
+                    rate = tf.cast(self._moving_rate, centre.dtype)
+                    delta = rate * (entry.worker.read_value() - centre)
+                move_worker = tf.compat.v1.assign_sub(
+                    entry.worker, delta, use_locking=self._use_locking
+                )
+            with tf.compat.v1.device(entry.global_center.device):
+                move_centre = tf.compat.v1.assign_add(
+                    entry.global_center, delta, use_locking=self._use_locking
+                )
+            updates += [move_worker.op, move_centre.op]
+        return updates
+
+
+@dataclasses.dataclass(frozen=True)
+class _VariableAddress:
+    """How a function running on a variable's task finds the variable: its kind and names."""
+
+    kind: str  # "resource" or "ref"
+    container: str
+    shared_name: str
+    dtype: tf.DType
+    shape: tf.TensorShape
+
+    @classmethod
+    def of(cls, variable):
+        op = variable.op
+        kind = "resource" if op.type in _RESOURCE_VARIABLE_OPS else "ref"
+        shared_name = op.get_attr("shared_name").decode() or op.name
+        return cls(
+            kind,
+            op.get_attr("container").decode(),
+            shared_name,
+            variable.dtype.base_dtype,
+            variable.shape,
+        )
+
+    def read_and_add(self, delta_of, use_locking):
+        """Reads the variable, then adds `delta_of(value)` to it.
+
+        Returns:
+            (the value read, a copy unaffected by the addition; the addition op).
+        """
+        if self.kind == "resource":
+            handle = tf.raw_ops.VarHandleOp(
+                dtype=self.dtype,
+                shape=self.shape,
+                container=self.container,
+                shared_name=self.shared_name,
+            )
+            # The addition copies the buffer while this read still holds it (copy on write).
+            value = tf.raw_ops.ReadVariableOp(resource=handle, dtype=self.dtype)
+            add = tf.raw_ops.AssignAddVariableOp(resource=handle, value=delta_of(value))
+            return value, add
+        ref = tf.raw_ops.VariableV2(
+            shape=self.shape,
+            dtype=self.dtype,
+            container=self.container,
+            shared_name=self.shared_name,
+        )
+        value = tf.raw_ops.Snapshot(input=ref)  # A copy: AssignAdd updates `ref` in place.
+        add = tf.raw_ops.AssignAdd(ref=ref, value=delta_of(value), use_locking=use_locking)
+        return value, add.op
+
+
+def run_if(pred, build, name="run_if"):
+    """Runs every op that `build()` makes only when the scalar bool `pred` is true.
+
+    This is the gating of a v1 `tf.cond` with one `Switch` for the whole branch: `build()`
+    runs under a control dependency on the Switch's true side, so when `pred` is false each
+    of its ops is dead (skipped), whatever its other inputs. `tf.cond` would instead switch
+    every tensor the branch captures (one Switch per variable read or written) in TF1, and
+    inline a branch function with further Identity nodes per input in TF2; this costs the
+    same in both variable worlds and stays on the device of `pred`.
+
+    Args:
+        pred: a scalar bool tensor.
+        build: a callable taking no argument that builds the branch and returns a scalar
+            bool tensor that is ready when the branch is done.
+        name: name scope of the gating ops.
+
+    Returns:
+        A scalar bool tensor, ready on every step: False when the branch did not run, the
+        value of `build()` when it did.
+    """
+    with tf.name_scope(name):
+        skipped, taken = tf.raw_ops.Switch(data=pred, pred=pred)
+        taken = tf.identity(taken, name="taken")
+        skipped = tf.identity(skipped, name="skipped")
+        with tf.control_dependencies([taken]):
+            done = build()
+        output, _ = tf.raw_ops.Merge(inputs=[skipped, done])
+        return output
+
+
+def _call_name(target):
+    """A readable op name for the call to `target`, e.g. "exchange_with_ps_1"."""
+    spec = tf.DeviceSpec.from_string(target)
+    return f"exchange_with_{spec.job}_{spec.task}"
+
+
+def _remote_target(variable, worker):
+    """The task to call for `variable`, or None when the plain exchange reaches it.
+
+    Args:
+        variable: a global centre or the global step.
+        worker: the worker's `tf.DeviceSpec`.
+
+    Returns:
+        A device name such as "/job:ps/replica:0/task:1", or None if the variable has no
+        job in its device, lives on the worker's own task, or is of a kind the remote
+        function cannot address.
+    """
+    if variable.op.type not in _RESOURCE_VARIABLE_OPS + _REF_VARIABLE_OPS:
+        return None
+    spec = tf.DeviceSpec.from_string(variable.device or "")
+    if spec.job is None:
+        return None
+    task = (spec.job, spec.replica or 0, spec.task or 0)
+    if task == (worker.job, worker.replica or 0, worker.task or 0):
+        return None
+    return f"/job:{task[0]}/replica:{task[1]}/task:{task[2]}"

@@ -1,0 +1,163 @@
+"""The classifiers of easgd-train, and the evaluation of a saved centre as a plain model.
+
+The models make every variable with `tf.compat.v1.get_variable`, so that under an
+`ElasticAverageCustomGetter` each one gets its worker copy and centres, and built without
+the getter the same code makes a plain model with the same variable names: the names
+`swapping_saver` writes the centre under.
+"""
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+#: The model names `build_model` accepts.
+MODELS = ("mlp", "cnn")
+
+#: Hidden layer sizes of the MLP.
+MLP_HIDDEN_UNITS = (128,)
+
+#: Output channels of the CNN's two 3x3 convolutions (each followed by 2x2 max pooling),
+#: and the width of its dense layer.
+CNN_CHANNELS = (16, 32)
+CNN_DENSE_UNITS = 64
+
+
+def build_model(name, images, num_classes):
+    """Builds model `name` on `images` and returns its logits.
+
+    Args:
+        name: `"mlp"` or `"cnn"`.
+        images: float32 tensor `(batch, height, width, channels)`.
+        num_classes: number of classes, at least 2.
+
+    Returns:
+        A float32 tensor of logits `(batch, num_classes)`.
+
+    Raises:
+        ValueError: if `name` is not one of `MODELS`, `num_classes < 2`, or `images` has no
+            static `(height, width, channels)` shape.
+    """
+    if name not in MODELS:
+        raise ValueError(f"name must be one of {list(MODELS)}, got {name!r}.")
+    if num_classes < 2:
+        raise ValueError(f"num_classes must be >= 2, got {num_classes!r}.")
+    if images.shape.rank != 4 or not images.shape[1:].is_fully_defined():
+        raise ValueError(
+            f"images must have the static shape (batch, height, width, channels), got "
+            f"{images.shape}."
+        )
+    return mlp(images, num_classes) if name == "mlp" else cnn(images, num_classes)
+
+
+def mlp(images, num_classes, hidden_units=MLP_HIDDEN_UNITS):
+    """A multi-layer perceptron: flatten, ReLU hidden layers, linear output.
+
+    Args:
+        images: float32 tensor `(batch, height, width, channels)` with a static image shape.
+        num_classes: number of outputs.
+        hidden_units: sizes of the hidden layers.
+
+    Returns:
+        The logits `(batch, num_classes)`.
+    """
+    with tf.compat.v1.variable_scope("mlp"):
+        features = math.prod(images.shape[1:])
+        net = tf.reshape(images, [-1, features])
+        for i, units in enumerate(hidden_units):
+            net = tf.nn.relu(
+                _dense(net, units, f"hidden_{i}", tf.compat.v1.initializers.he_normal())
+            )
+        return _dense(net, num_classes, "logits", tf.compat.v1.initializers.glorot_uniform())
+
+
+def cnn(images, num_classes, channels=CNN_CHANNELS, dense_units=CNN_DENSE_UNITS):
+    """A small convolutional network: (3x3 conv, ReLU, 2x2 max pool) per entry of `channels`,
+    then a ReLU dense layer and a linear output.
+
+    Args:
+        images: float32 tensor `(batch, height, width, channels)` with a static image shape.
+        num_classes: number of outputs.
+        channels: output channels of the convolutions.
+        dense_units: width of the dense layer.
+
+    Returns:
+        The logits `(batch, num_classes)`.
+    """
+    with tf.compat.v1.variable_scope("cnn"):
+        net = images
+        for i, out_channels in enumerate(channels):
+            in_channels = net.shape[-1]
+            kernel = tf.compat.v1.get_variable(
+                f"conv_{i}/kernel",
+                [3, 3, in_channels, out_channels],
+                initializer=tf.compat.v1.initializers.he_normal(),
+            )
+            bias = tf.compat.v1.get_variable(
+                f"conv_{i}/bias", [out_channels], initializer=tf.compat.v1.zeros_initializer()
+            )
+            net = tf.nn.relu(tf.nn.conv2d(net, kernel, strides=1, padding="SAME") + bias)
+            net = tf.nn.max_pool2d(net, ksize=2, strides=2, padding="SAME")
+        net = tf.reshape(net, [-1, math.prod(net.shape[1:])])
+        net = tf.nn.relu(_dense(net, dense_units, "dense", tf.compat.v1.initializers.he_normal()))
+        return _dense(net, num_classes, "logits", tf.compat.v1.initializers.glorot_uniform())
+
+
+def _dense(inputs, units, name, initializer):
+    """A fully connected layer `inputs @ kernel + bias` made with `get_variable`."""
+    kernel = tf.compat.v1.get_variable(
+        f"{name}/kernel", [inputs.shape[-1], units], initializer=initializer
+    )
+    bias = tf.compat.v1.get_variable(
+        f"{name}/bias", [units], initializer=tf.compat.v1.zeros_initializer()
+    )
+    return tf.matmul(inputs, kernel) + bias
+
+
+def evaluate_checkpoint(checkpoint_path, model, images, labels, num_classes, batch_size=1000):
+    """Restores a checkpoint into a plain model (no EASGD) and evaluates it.
+
+    The model is built in a fresh graph without any custom getter or device placement and
+    restored with a default `tf.compat.v1.train.Saver`, as a user of the trained centre
+    would do.
+
+    Args:
+        checkpoint_path: path prefix of the checkpoint (as `Saver.save` returns it).
+        model: `"mlp"` or `"cnn"`.
+        images: float32 array `(n, height, width, channels)`.
+        labels: int array `(n,)`.
+        num_classes: number of classes.
+        batch_size: examples per evaluation batch.
+
+    Returns:
+        A dict with `accuracy` and mean cross-entropy `loss` over the `n` examples.
+
+    Raises:
+        ValueError: if `images` is empty or does not match `labels`.
+        tf.errors.NotFoundError: if the checkpoint lacks a variable of the model.
+    """
+    if len(images) == 0 or len(images) != len(labels):
+        raise ValueError(
+            f"images and labels must be non-empty and of equal length, got {len(images)} "
+            f"images and {len(labels)} labels."
+        )
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, *images.shape[1:]], name="images")
+        y = tf.compat.v1.placeholder(tf.int64, [None], name="labels")
+        logits = build_model(model, x, num_classes)
+        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.float64))
+        loss = tf.reduce_sum(
+            tf.cast(
+                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits),
+                tf.float64,
+            )
+        )
+        saver = tf.compat.v1.train.Saver()
+    with tf.compat.v1.Session(graph=graph) as session:
+        saver.restore(session, checkpoint_path)
+        totals = np.zeros(2)
+        for start in range(0, len(images), batch_size):
+            feed = {x: images[start : start + batch_size], y: labels[start : start + batch_size]}
+            totals += session.run([correct, loss], feed)
+    return {"accuracy": totals[0] / len(images), "loss": totals[1] / len(images)}

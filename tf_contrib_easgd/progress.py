@@ -1,0 +1,179 @@
+"""Progress events of easgd-train tasks: how a task reports them, how the launcher shows them.
+
+A task reports what it does as events: `started`, `waiting`, `progress`, `centre`,
+`done`, `summary` (the chief's final result), `serving` and `stopped` (a parameter
+server). Run by hand, a task prints each event as a line of text. Run by the local
+launcher (`--progress_format=json`), it prints one JSON object per line after the marker
+`EVENT_PREFIX`; the launcher parses them and shows a progress bar, or the same lines of
+text when its output is not a terminal. TensorFlow is not needed here.
+"""
+
+import json
+import sys
+import time
+
+#: The marker in front of a JSON event line.
+EVENT_PREFIX = "@easgd-event "
+
+TEXT = "text"
+JSON = "json"
+FORMATS = (TEXT, JSON)
+
+
+class Reporter:
+    """Prints the events of one task, as text or as JSON lines.
+
+    Args:
+        task: the task's name, e.g. `"worker 1"`.
+        fmt: `"text"` or `"json"`.
+        stream: where to print; defaults to `sys.stdout` at the time of each event.
+
+    Raises:
+        ValueError: if `fmt` is neither `"text"` nor `"json"`.
+    """
+
+    def __init__(self, task, fmt=TEXT, stream=None):
+        if fmt not in FORMATS:
+            raise ValueError(f"fmt must be one of {list(FORMATS)}, got {fmt!r}.")
+        self._task = task
+        self._format = fmt
+        self._stream = stream
+
+    def event(self, kind, **fields):
+        """Prints event `kind` with `fields` (JSON-serialisable values)."""
+        event = {"event": kind, "task": self._task, "time": time.time(), **fields}
+        line = EVENT_PREFIX + json.dumps(event) if self._format == JSON else format_event(event)
+        print(line, file=self._stream or sys.stdout, flush=True)
+
+
+def parse_event(line):
+    """Returns the event of a JSON event line, or None for any other line."""
+    if not line.startswith(EVENT_PREFIX):
+        return None
+    try:
+        event = json.loads(line[len(EVENT_PREFIX) :])
+    except json.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) and "event" in event else None
+
+
+def format_event(event):
+    """Returns one line of text for `event`."""
+    event = {"task": "?", **event}
+    text = _TEXT.get(event.get("event"))
+    if text is not None:
+        return text(event)
+    other = {key: value for key, value in event.items() if key not in ("task", "time")}
+    return f"{event['task']}: {event.get('event')} {json.dumps(other)}"
+
+
+def summary_line(summary):
+    """Returns the final one-line summary of a job from its summary dict."""
+    steps = summary.get("local_steps", {})
+    wall = summary.get("wall_secs", summary.get("chief_secs"))
+    return (
+        f"easgd-train: centre test accuracy {summary['test_accuracy']:.4f} on "
+        f"{summary['test_examples']} {summary['dataset']} test images | "
+        f"{summary['num_workers']} worker{'s' if summary['num_workers'] != 1 else ''}, "
+        f"local steps {list(steps.values())} | "
+        f"{summary['exchanges']} exchanges | wall time {wall:.1f} s | "
+        f"model_dir {summary['model_dir']}"
+    )
+
+
+_TEXT = {
+    "progress": lambda e: (
+        f"{e['task']}: step {e['step']}/{e['steps']}  loss {e['loss']:.4f}  elastic distance "
+        f"{e['distance']:.4f}  {e['steps_per_sec']:.1f} steps/s  exchanges {e['exchanges']}"
+    ),
+    "centre": lambda e: (
+        f"{e['task']}: centre at local step {e['step']}: test accuracy {e['accuracy']:.4f}, "
+        f"test loss {e['loss']:.4f}"
+    ),
+    "started": lambda e: f"{e['task']}: session ready after {e['startup_secs']:.1f} s",
+    "waiting": lambda e: f"{e['task']}: waiting for {e['what']}",
+    "done": lambda e: (
+        f"{e['task']}: done, {e['steps']} local steps in {e['secs']:.1f} s "
+        f"({e['steps_per_sec']:.1f} steps/s)"
+    ),
+    "summary": summary_line,
+    "serving": lambda e: f"{e['task']}: serving at {e['address']}",
+    "stopped": lambda e: f"{e['task']}: stopped",
+    "warning": lambda e: f"{e['task']}: warning: {e['message']}",
+}
+
+
+class Display:
+    """Shows the events of a local job: a redrawn progress bar on a terminal, else lines.
+
+    Args:
+        num_workers: number of workers of the job.
+        steps: local steps each worker takes.
+        stream: where to write (the launcher's stderr).
+        bar: whether to draw a progress bar (on a terminal) instead of event lines.
+    """
+
+    def __init__(self, num_workers, steps, stream, bar):
+        self._steps = steps
+        self._stream = stream
+        self._bar = bar
+        self._state = {f"worker {i}": {"step": 0} for i in range(num_workers)}
+        self._exchanges = 0
+        self._drawn = False
+
+    def event(self, event):
+        """Takes one event; the summary is left to the caller."""
+        kind = event.get("event")
+        if kind == "summary":
+            return
+        if kind == "progress" and event.get("task") in self._state:
+            self._state[event["task"]] = event
+            self._exchanges = max(self._exchanges, event["exchanges"])
+            if self._bar:
+                self._draw()
+                return
+        if kind == "done" and event.get("task") in self._state:
+            self._state[event["task"]] = dict(self._state[event["task"]], step=event["steps"])
+        if self._bar and kind in ("started", "serving", "stopped", "waiting", "done"):
+            return  # The bar says enough.
+        self.message(format_event(event))
+
+    def message(self, text):
+        """Prints a line of text (above the bar, if one is drawn)."""
+        if self._drawn:
+            self._stream.write("\r\033[K")
+        self._stream.write(text + "\n")
+        if self._drawn:
+            self._draw()
+        self._stream.flush()
+
+    def close(self):
+        """Ends the bar's line."""
+        if self._drawn:
+            self._stream.write("\n")
+            self._stream.flush()
+            self._drawn = False
+
+    def _draw(self):
+        total = self._steps * len(self._state)
+        done = sum(state["step"] for state in self._state.values())
+        width = 24
+        filled = int(width * done / total) if total else width
+        parts = []
+        for name, state in self._state.items():
+            short = name.replace("worker ", "w")
+            if "loss" in state:
+                parts.append(
+                    f"{short} {state['step']} loss {state['loss']:.3f} "
+                    f"d {state['distance']:.2f} {state['steps_per_sec']:.0f}/s"
+                )
+            else:
+                parts.append(f"{short} {state['step']}")
+        line = (
+            f"[{'#' * filled}{'.' * (width - filled)}] {100 * done / max(total, 1):3.0f}% "
+            + " | ".join(parts)
+            + f" | exchanges {self._exchanges}"
+        )
+        self._stream.write("\r\033[K" + line)
+        self._stream.flush()
+        self._drawn = True

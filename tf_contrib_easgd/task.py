@@ -1,0 +1,567 @@
+"""One task of an easgd-train job: a parameter server, or a worker training with EASGD.
+
+A worker builds its own graph (between-graph replication): the model under an
+`ElasticAverageCustomGetter` inside a `replica_device_setter`, an `ElasticAverageOptimizer`
+around the chosen optimizer, and trains its shard of the data for `steps` local steps in a
+`MonitoredTrainingSession`. Worker 0, the chief, initialises the centre, writes the
+checkpoints and, once every worker has reported that it is done, exports the centre with
+`swapping_saver`, restores it into a plain model, evaluates it on the test split, writes
+`summary.json` and tells the parameter servers to stop. A parameter server serves until
+the chief tells it the job is done.
+
+Two small queues on the parameter servers carry these messages: `done` on ps 0 (each
+non-chief worker puts `[task_index, local_steps]` when it finishes) and one `shutdown`
+queue per parameter server.
+"""
+
+import dataclasses
+import json
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from tf_contrib_easgd import data, models
+from tf_contrib_easgd.cluster import wait_until_reachable
+from tf_contrib_easgd.custom_getter import ElasticAverageCustomGetter
+from tf_contrib_easgd.optimizer import ElasticAverageOptimizer
+
+#: The optimizers `make_optimizer` builds (the `--optimizer` choices).
+OPTIMIZERS = ("sgd", "momentum", "nesterov", "adam", "adagrad", "rmsprop")
+MOMENTUM = 0.9
+
+SUMMARY_FILE = "summary.json"
+EXPORT_DIR = "export"
+EXPORT_PREFIX = "centre"
+CHECKPOINT_PREFIX = "model.ckpt"
+
+_POLL_SECS = 0.1
+_EVAL_BATCH = 1000
+
+
+def make_optimizer(name, learning_rate):
+    """Returns the `tf.compat.v1.train` optimizer called `name` (see `OPTIMIZERS`).
+
+    Args:
+        name: one of `OPTIMIZERS`; `momentum` and `nesterov` use momentum 0.9.
+        learning_rate: the learning rate.
+
+    Raises:
+        ValueError: if `name` is not one of `OPTIMIZERS`.
+    """
+    train = tf.compat.v1.train
+    if name == "sgd":
+        return train.GradientDescentOptimizer(learning_rate)
+    if name in ("momentum", "nesterov"):
+        return train.MomentumOptimizer(learning_rate, MOMENTUM, use_nesterov=name == "nesterov")
+    if name == "adam":
+        return train.AdamOptimizer(learning_rate)
+    if name == "adagrad":
+        return train.AdagradOptimizer(learning_rate)
+    if name == "rmsprop":
+        return train.RMSPropOptimizer(learning_rate)
+    raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {name!r}.")
+
+
+def run(task, config, reporter, started_at=None):
+    """Runs `task` until the job is done.
+
+    Args:
+        task: the `cluster.TaskConfig` of this process.
+        config: the `train.TrainConfig` of the job.
+        reporter: the `progress.Reporter` that prints this task's events.
+        started_at: `time.monotonic()` when the process started, for the timings.
+
+    Returns:
+        For the chief, the summary dict also written to `summary.json`; otherwise None.
+    """
+    started_at = time.monotonic() if started_at is None else started_at
+    if task.is_ps:
+        run_ps(task, reporter)
+        return None
+    return run_worker(task, config, reporter, started_at)
+
+
+def run_ps(task, reporter):
+    """Serves the centre until the chief puts a token into this server's shutdown queue.
+
+    A parameter server has nothing to time out on: it serves as long as the job runs, and
+    whoever started it stops it if the chief never finishes.
+    """
+    server = tf.compat.v1.train.Server(
+        task.cluster_spec(),
+        job_name=task.job_name,
+        task_index=task.task_index,
+        config=task.session_config(),
+        start=True,
+    )
+    reporter.event("serving", address=task.address)
+    graph = tf.Graph()
+    with graph.as_default(), tf.compat.v1.device(task.device):
+        wait = _shutdown_queue(task.task_index).dequeue()
+    with tf.compat.v1.Session(server.target, graph=graph, config=task.session_config()) as sess:
+        sess.run(wait)
+    reporter.event("stopped")
+
+
+@dataclasses.dataclass
+class WorkerGraph:
+    """The graph of one worker and the tensors and ops the session loop uses."""
+
+    graph: tf.Graph
+    images: tf.Tensor
+    labels: tf.Tensor
+    loss: tf.Tensor
+    train_op: tf.Operation
+    global_step: tf.Variable
+    distance: tf.Tensor
+    eval_images: tf.Tensor
+    eval_labels: tf.Tensor
+    centre_correct: tf.Tensor
+    centre_loss: tf.Tensor
+    optimizer: ElasticAverageOptimizer
+    hook: tf.compat.v1.train.SessionRunHook
+    saver: tf.compat.v1.train.Saver
+    export_saver: tf.compat.v1.train.Saver
+    ready: tf.Tensor | None
+    done_value: tf.Tensor
+    done_enqueue: tf.Operation
+    done_size: tf.Tensor
+    done_count: tf.Tensor
+    done_dequeue: tf.Tensor
+    shutdown: tf.Operation
+
+
+def build_worker_graph(task, config, image_shape, num_classes):
+    """Builds the training graph of worker `task.task_index`.
+
+    Args:
+        task: the `cluster.TaskConfig` of a worker.
+        config: the `train.TrainConfig` of the job.
+        image_shape: `(height, width, channels)` of the images.
+        num_classes: number of classes.
+
+    Returns:
+        A `WorkerGraph`.
+    """
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.set_random_seed(config.seed)
+        getter = ElasticAverageCustomGetter(worker_device=task.device)
+        device_setter = tf.compat.v1.train.replica_device_setter(
+            worker_device=task.device, cluster=task.cluster_spec()
+        )
+        with tf.compat.v1.device(device_setter):
+            images = tf.compat.v1.placeholder(tf.float32, [None, *image_shape], name="images")
+            labels = tf.compat.v1.placeholder(tf.int64, [None], name="labels")
+            with tf.compat.v1.variable_scope(
+                tf.compat.v1.get_variable_scope(), custom_getter=getter
+            ):
+                logits = models.build_model(config.model, images, num_classes)
+            loss = tf.reduce_mean(
+                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits),
+                name="loss",
+            )
+            global_step = tf.compat.v1.train.get_or_create_global_step()
+            optimizer = ElasticAverageOptimizer(
+                make_optimizer(config.optimizer, config.learning_rate),
+                num_worker=task.num_workers,
+                ea_custom_getter=getter,
+                communication_period=config.communication_period,
+                moving_rate=config.moving_rate,
+                rho=config.rho,
+                synchronous=config.synchronous,
+            )
+            train_op = optimizer.minimize(loss, global_step=global_step)
+            hook = optimizer.make_session_run_hook(task.is_chief, task.task_index)
+
+            with tf.compat.v1.device(task.device), tf.name_scope("elastic_distance"):
+                squares = [
+                    tf.reduce_sum(tf.square(entry.worker - entry.global_center))
+                    for entry in getter.centered_variables()
+                ]
+                distance = tf.sqrt(tf.add_n(squares))
+
+            # The same model once more, on the centres: the chief's learning curve.
+            centres = getter.global_centers_by_name()
+
+            def centre_getter(getter, name, *args, **kwargs):
+                del getter, args, kwargs  # The variables exist: the model's centres.
+                return centres[name][0]
+
+            eval_images = tf.compat.v1.placeholder(tf.float32, [None, *image_shape])
+            eval_labels = tf.compat.v1.placeholder(tf.int64, [None])
+            with (
+                tf.name_scope("centre_eval"),
+                tf.compat.v1.variable_scope(
+                    tf.compat.v1.get_variable_scope(),
+                    custom_getter=centre_getter,
+                ),
+            ):
+                centre_logits = models.build_model(config.model, eval_images, num_classes)
+                centre_correct = tf.reduce_sum(
+                    tf.cast(tf.equal(tf.argmax(centre_logits, 1), eval_labels), tf.float64)
+                )
+                centre_loss = tf.reduce_sum(
+                    tf.cast(
+                        tf.nn.sparse_softmax_cross_entropy_with_logits(
+                            labels=eval_labels, logits=centre_logits
+                        ),
+                        tf.float64,
+                    )
+                )
+            saver = tf.compat.v1.train.Saver(
+                sharded=True, max_to_keep=3, save_relative_paths=True, name="checkpoint_saver"
+            )
+            export_saver = optimizer.swapping_saver(name="export_saver")
+            ready = None  # Only a non-chief worker waits for the centre to be initialised.
+            if not task.is_chief:
+                with tf.compat.v1.device(task.device):
+                    uninitialised = tf.compat.v1.report_uninitialized_variables(
+                        tf.compat.v1.global_variables()
+                    )
+                    # A plain tensor rather than TF's "should use" wrapper, which logs an
+                    # error when it is garbage-collected without being run.
+                    ready = tf.identity(uninitialised, name="uninitialised_global_variables")
+
+        done_value = tf.compat.v1.placeholder(tf.int64, [2])
+        done_count = tf.compat.v1.placeholder(tf.int32, [])
+        with tf.compat.v1.device("/job:ps/task:0"):
+            done = _done_queue()
+            done_enqueue = done.enqueue(done_value)
+            done_size = done.size()
+            done_dequeue = done.dequeue_many(done_count)
+        shutdown = _stop_parameter_servers_op(task.num_ps)
+    return WorkerGraph(
+        graph=graph,
+        images=images,
+        labels=labels,
+        loss=loss,
+        train_op=train_op,
+        global_step=global_step,
+        distance=distance,
+        eval_images=eval_images,
+        eval_labels=eval_labels,
+        centre_correct=centre_correct,
+        centre_loss=centre_loss,
+        optimizer=optimizer,
+        hook=hook,
+        saver=saver,
+        export_saver=export_saver,
+        ready=ready,
+        done_value=done_value,
+        done_enqueue=done_enqueue,
+        done_size=done_size,
+        done_count=done_count,
+        done_dequeue=done_dequeue,
+        shutdown=shutdown,
+    )
+
+
+def _done_queue():
+    """The queue on ps 0 where non-chief workers report `[task_index, local_steps]`."""
+    with tf.compat.v1.device("/job:ps/task:0"):
+        return tf.queue.FIFOQueue(
+            capacity=-1, dtypes=[tf.int64], shapes=[[2]], shared_name="easgd_train_done"
+        )
+
+
+def stop_parameter_servers(task, timeout_secs=30.0):
+    """Tells every parameter server of the job to stop, as the chief does at the end.
+
+    For a job whose chief died, or for tests. Each server exits once it gets the token.
+
+    Args:
+        task: a `cluster.TaskConfig` of the job (any task).
+        timeout_secs: deadline of the call.
+
+    Raises:
+        tf.errors.DeadlineExceededError: if a server does not take the token in time.
+    """
+    graph = tf.Graph()
+    with graph.as_default():
+        stop = _stop_parameter_servers_op(task.num_ps)
+    config = tf.compat.v1.ConfigProto(
+        device_filters=["/job:ps"], operation_timeout_in_ms=int(timeout_secs * 1000)
+    )
+    wait_until_reachable(task.ps_hosts, timeout_secs)
+    with tf.compat.v1.Session(f"grpc://{task.ps_hosts[0]}", graph=graph, config=config) as sess:
+        sess.run(stop, options=tf.compat.v1.RunOptions(timeout_in_ms=int(timeout_secs * 1000)))
+
+
+def _stop_parameter_servers_op(num_ps):
+    """Returns the op that puts a token into the shutdown queue of each parameter server."""
+    stops = []
+    for index in range(num_ps):
+        with tf.compat.v1.device(f"/job:ps/task:{index}"):
+            stops.append(_shutdown_queue(index).enqueue(1))
+    return tf.group(*stops)
+
+
+def _shutdown_queue(ps_index):
+    """The queue on ps `ps_index` where the chief puts the token that ends the job."""
+    with tf.compat.v1.device(f"/job:ps/task:{ps_index}"):
+        return tf.queue.FIFOQueue(
+            capacity=-1,
+            dtypes=[tf.int32],
+            shapes=[[]],
+            shared_name=f"easgd_train_shutdown_{ps_index}",
+        )
+
+
+def run_worker(task, config, reporter, started_at):
+    """Trains worker `task.task_index`; the chief also exports and evaluates the centre.
+
+    Returns:
+        For the chief, the summary dict; otherwise None.
+
+    Raises:
+        TimeoutError: if a parameter server is not reachable, or the chief does not
+            initialise the centre, within `config.timeout_secs`.
+    """
+    dataset = data.load(config.dataset)
+    images, labels = dataset.shard(task.task_index, task.num_workers)
+    # Every blocking op (the synchronous start-up barrier, a read from a parameter server
+    # that went away) fails after the timeout instead of hanging.
+    session_config = task.session_config(operation_timeout_secs=config.timeout_secs)
+    server = tf.compat.v1.train.Server(
+        task.cluster_spec(),
+        job_name=task.job_name,
+        task_index=task.task_index,
+        config=session_config,
+        start=True,
+    )
+    g = build_worker_graph(task, config, dataset.image_shape, dataset.num_classes)
+    os.makedirs(config.model_dir, exist_ok=True)
+    reporter.event("waiting", what=f"parameter servers {list(task.ps_hosts)}")
+    wait_until_reachable(task.ps_hosts, config.timeout_secs)
+    with g.graph.as_default():
+        if not task.is_chief:
+            reporter.event("waiting", what="the chief to initialise the centre")
+            _wait_for_centre(server.target, g, session_config, config.timeout_secs)
+        writer = tf.compat.v1.summary.FileWriter(
+            os.path.join(config.model_dir, f"worker_{task.task_index}"),
+            graph=g.graph if task.is_chief else None,
+        )
+        # Checkpoints are written by `_save_checkpoint`, not by MonitoredTrainingSession's
+        # CheckpointSaverHook: that hook reads global_step from the parameter server at
+        # every step, which halves the chief's speed here. The session still restores the
+        # latest checkpoint of `model_dir` when the chief starts.
+        with tf.compat.v1.train.MonitoredTrainingSession(
+            master=server.target,
+            is_chief=task.is_chief,
+            checkpoint_dir=config.model_dir if task.is_chief else None,
+            scaffold=tf.compat.v1.train.Scaffold(saver=g.saver),
+            hooks=[g.hook],
+            save_checkpoint_steps=None,
+            save_checkpoint_secs=None,
+            save_summaries_steps=None,
+            save_summaries_secs=None,
+            log_step_count_steps=None,
+            config=session_config,
+            max_wait_secs=config.timeout_secs,
+        ) as sess:
+            reporter.event("started", startup_secs=time.monotonic() - started_at)
+            train_started = time.monotonic()
+            steps = _train(sess, g, task, config, dataset, images, labels, reporter, writer)
+            train_secs = time.monotonic() - train_started
+            reporter.event(
+                "done", steps=steps, secs=train_secs, steps_per_sec=steps / max(train_secs, 1e-9)
+            )
+            if task.is_chief:
+                local_steps = _wait_for_workers(sess, g, task, config, reporter)
+                local_steps[str(task.task_index)] = steps
+                checkpoint = _save_checkpoint(sess, g, config.model_dir)
+                export_path = sess.run_step_fn(
+                    lambda step_context: g.export_saver.save(
+                        step_context.session,
+                        os.path.join(config.model_dir, EXPORT_DIR, EXPORT_PREFIX),
+                        write_meta_graph=False,
+                    )
+                )
+                exchanges = int(sess.run(g.global_step))
+        writer.close()
+        with tf.compat.v1.Session(server.target, graph=g.graph, config=session_config) as raw:
+            if task.is_chief:
+                raw.run(g.shutdown)
+            else:
+                raw.run(g.done_enqueue, {g.done_value: [task.task_index, steps]})
+    if not task.is_chief:
+        return None
+
+    evaluation = models.evaluate_checkpoint(
+        export_path, config.model, dataset.x_test, dataset.y_test, dataset.num_classes
+    )
+    summary = {
+        "test_accuracy": float(evaluation["accuracy"]),
+        "test_loss": float(evaluation["loss"]),
+        "test_examples": len(dataset.x_test),
+        "dataset": os.path.basename(dataset.name),
+        "model": config.model,
+        "optimizer": config.optimizer,
+        "learning_rate": config.learning_rate,
+        "communication_period": config.communication_period,
+        "moving_rate": g.optimizer.moving_rate,
+        "rho": config.rho,
+        "synchronous": config.synchronous,
+        "batch_size": config.batch_size,
+        "seed": config.seed,
+        "num_ps": task.num_ps,
+        "num_workers": task.num_workers,
+        "local_steps": dict(sorted(local_steps.items(), key=lambda item: int(item[0]))),
+        "exchanges": exchanges,
+        "chief_train_secs": train_secs,
+        "chief_steps_per_sec": steps / max(train_secs, 1e-9),
+        "chief_secs": time.monotonic() - started_at,
+        "model_dir": config.model_dir,
+        "checkpoint": checkpoint,
+        "export": export_path,
+    }
+    write_summary(config.model_dir, summary)
+    reporter.event("summary", **summary)
+    return summary
+
+
+def _save_checkpoint(sess, g, model_dir):
+    """Writes a checkpoint of the global variables (the centre, global_step) to `model_dir`.
+
+    Returns:
+        The checkpoint's path prefix.
+    """
+    return sess.run_step_fn(
+        lambda step_context: g.saver.save(
+            step_context.session,
+            os.path.join(model_dir, CHECKPOINT_PREFIX),
+            global_step=g.global_step,
+            write_meta_graph=False,
+        )
+    )
+
+
+def _train(sess, g, task, config, dataset, images, labels, reporter, writer):
+    """The session loop; returns the number of local steps taken."""
+    batches = data.batches(images, labels, config.batch_size, seed=(config.seed, task.task_index))
+    step = 0
+    mark_step, mark_time, losses = 0, time.monotonic(), []
+    while step < config.steps and not sess.should_stop():
+        x, y = next(batches)
+        loss, _ = sess.run([g.loss, g.train_op], {g.images: x, g.labels: y})
+        losses.append(loss)
+        step += 1
+        last = step == config.steps
+        if step % config.log_every_steps == 0 or last:
+            distance, exchanges = sess.run([g.distance, g.global_step])
+            now = time.monotonic()
+            rate = (step - mark_step) / max(now - mark_time, 1e-9)
+            loss = float(np.mean(losses))
+            reporter.event(
+                "progress",
+                step=step,
+                steps=config.steps,
+                loss=loss,
+                distance=float(distance),
+                steps_per_sec=rate,
+                exchanges=int(exchanges),
+            )
+            scalars = {"loss": loss, "elastic_distance": float(distance), "steps_per_sec": rate}
+            writer.add_summary(_summary(scalars), step)
+            mark_step, mark_time, losses = step, now, []
+        if (
+            task.is_chief
+            and config.eval_every_steps
+            and (step % config.eval_every_steps == 0 or last)
+        ):
+            accuracy, loss = _evaluate_centre(sess, g, dataset)
+            reporter.event("centre", step=step, accuracy=accuracy, loss=loss)
+            writer.add_summary(
+                _summary({"centre/test_accuracy": accuracy, "centre/test_loss": loss}), step
+            )
+        if task.is_chief and step % config.save_checkpoint_steps == 0 and not last:
+            _save_checkpoint(sess, g, config.model_dir)
+    return step
+
+
+def _evaluate_centre(sess, g, dataset):
+    """Returns the accuracy and mean loss of the current centre on the test split."""
+    totals = np.zeros(2)
+    for start in range(0, len(dataset.x_test), _EVAL_BATCH):
+        feed = {
+            g.eval_images: dataset.x_test[start : start + _EVAL_BATCH],
+            g.eval_labels: dataset.y_test[start : start + _EVAL_BATCH],
+        }
+        totals += sess.run([g.centre_correct, g.centre_loss], feed)
+    return float(totals[0] / len(dataset.x_test)), float(totals[1] / len(dataset.x_test))
+
+
+def _summary(values):
+    """Returns a `Summary` proto with one scalar per item of `values`."""
+    return tf.compat.v1.Summary(
+        value=[tf.compat.v1.Summary.Value(tag=k, simple_value=v) for k, v in values.items()]
+    )
+
+
+def _wait_for_centre(target, g, session_config, timeout_secs):
+    """Waits until the chief has initialised every global variable (the centre).
+
+    `MonitoredTrainingSession` on a non-chief worker checks this too, but sleeps 30 s
+    after each failed check; polling here first makes its first check succeed.
+
+    Raises:
+        TimeoutError: if the variables are still uninitialised after `timeout_secs`.
+    """
+    deadline = time.monotonic() + timeout_secs
+    with tf.compat.v1.Session(target, graph=g.graph, config=session_config) as sess:
+        while True:
+            left_ms = int(max(deadline - time.monotonic(), 0.001) * 1000)
+            options = tf.compat.v1.RunOptions(timeout_in_ms=left_ms)
+            try:
+                uninitialised = sess.run(g.ready, options=options)
+            except tf.errors.DeadlineExceededError:
+                uninitialised = ["(no answer from the parameter servers)"]
+            if len(uninitialised) == 0:
+                return
+            if time.monotonic() >= deadline:
+                names = [n.decode() if isinstance(n, bytes) else n for n in uninitialised]
+                raise TimeoutError(
+                    f"The chief (worker 0) did not initialise the centre within "
+                    f"{timeout_secs:g} s; still uninitialised: {names[:5]}. Is worker 0 "
+                    "running?"
+                )
+            time.sleep(_POLL_SECS)
+
+
+def _wait_for_workers(sess, g, task, config, reporter):
+    """On the chief: waits until every other worker reported done, at most the timeout.
+
+    Returns:
+        `{str(task_index): local_steps}` of the workers that reported.
+    """
+    others = task.num_workers - 1
+    deadline = time.monotonic() + config.timeout_secs
+    if others:
+        reporter.event("waiting", what=f"{others} other worker(s) to finish")
+    while sess.run(g.done_size) < others and time.monotonic() < deadline:
+        time.sleep(_POLL_SECS)
+    count = min(int(sess.run(g.done_size)), others)
+    reported = sess.run(g.done_dequeue, {g.done_count: count}) if count else []
+    local_steps = {str(index): int(steps) for index, steps in reported}
+    missing = sorted(set(range(1, task.num_workers)) - {int(k) for k in local_steps})
+    if missing:
+        reporter.event(
+            "warning",
+            message=f"workers {missing} did not finish within {config.timeout_secs:g} s; "
+            "exporting the centre as it is",
+        )
+    return local_steps
+
+
+def write_summary(model_dir, summary):
+    """Writes `summary` as JSON to `model_dir/summary.json` (atomically) and returns the path."""
+    path = os.path.join(model_dir, SUMMARY_FILE)
+    partial = path + ".partial"
+    with open(partial, "w", encoding="utf-8") as file:
+        json.dump(summary, file, indent=2, sort_keys=True)
+        file.write("\n")
+    os.replace(partial, path)
+    return path
