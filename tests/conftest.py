@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import time
 import uuid
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -106,3 +107,20 @@ def worker_scope(cluster_spec, index, getter, container_name):
         tf.compat.v1.variable_scope("", custom_getter=getter),
     ):
         yield
+
+
+def process_alive(pid):
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as file:
+            return file.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_for_exit(pids, timeout_secs=15.0):
+    """Returns the pids still alive after at most `timeout_secs`."""
+    deadline = time.monotonic() + timeout_secs
+    while any(process_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if process_alive(pid)]

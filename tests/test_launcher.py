@@ -8,6 +8,7 @@ import textwrap
 import time
 
 import pytest
+from conftest import process_alive, wait_for_exit
 
 from tf_contrib_easgd import launcher
 from tf_contrib_easgd.launcher import LocalCluster, TaskSpec
@@ -21,23 +22,6 @@ SILENT = "import time\nfor _ in range(600): time.sleep(0.1)"
 
 def _python(code):
     return (sys.executable, "-c", textwrap.dedent(code))
-
-
-def _alive(pid):
-    """Whether process `pid` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as file:
-            return file.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def _wait_dead(pids, timeout_secs=10.0):
-    """Returns the pids still alive after at most `timeout_secs`."""
-    deadline = time.monotonic() + timeout_secs
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return [pid for pid in pids if _alive(pid)]
 
 
 class Recorder:
@@ -69,7 +53,7 @@ def test_supervise_returns_when_the_workers_succeed_and_stop_ends_the_servers(tm
         ps = cluster.children[0]
         assert ps.poll() is None  # A server runs on until it is stopped.
         assert not cluster.wait_for_servers(0.2)
-    assert not _alive(ps.pid)
+    assert not process_alive(ps.pid)
     assert ("worker 0", "hello from 0") in record.lines
     assert ("worker 1", "TF_CONFIG {}") in record.lines  # The task's own environment.
     assert [name for name, _, _ in record.starts] == ["ps 0", "worker 0", "worker 1"]
@@ -94,7 +78,7 @@ def test_a_failed_task_fails_the_job_with_its_output_and_everything_is_stopped(t
     assert str(error) == "worker 1 exited with code 3"
     assert (error.task.name, error.returncode, error.tail) == ("worker 1", 3, ["boom"])
     assert error.log_path == str(tmp_path / "worker_1.log")
-    assert _wait_dead(pids, 0) == []  # Stopped on the way out of the `with` block.
+    assert wait_for_exit(pids, 0) == []  # Stopped on the way out of the `with` block.
 
 
 def test_a_task_killed_by_a_signal_is_reported_as_such():
@@ -174,7 +158,7 @@ def test_stop_kills_a_child_that_ignores_sigterm_and_its_own_children(tmp_path):
             time.sleep(0.05)
     grandchild = int(pid_file.read_text())
     assert cluster.children[0].returncode == -signal.SIGKILL
-    assert _wait_dead([cluster.children[0].pid, grandchild]) == []
+    assert wait_for_exit([cluster.children[0].pid, grandchild]) == []
 
 
 def test_start_only_some_tasks_and_wait_for_a_line():
@@ -267,7 +251,7 @@ def test_ctrl_c_or_sigterm_to_the_launcher_stops_every_child(signum, reason):
             cluster.supervise()
     assert caught.value.returncode == 130
     assert f"interrupted {reason}" in caught.value.tail
-    assert _wait_dead(pids) == []
+    assert wait_for_exit(pids) == []
 
 
 def test_children_die_with_a_killed_launcher():
@@ -276,4 +260,4 @@ def test_children_die_with_a_killed_launcher():
         os.kill(driver.pid, signal.SIGKILL)
         with pytest.raises(launcher.TaskFailedError, match="killed by signal SIGKILL"):
             cluster.supervise()
-    assert _wait_dead(pids) == []
+    assert wait_for_exit(pids) == []

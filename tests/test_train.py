@@ -17,6 +17,7 @@ import portpicker
 import pytest
 from absl import flags
 from absl.testing import flagsaver
+from conftest import wait_for_exit
 
 from tf_contrib_easgd import cluster, launcher, progress, train
 
@@ -287,21 +288,6 @@ def _pids(text):
     return [int(pid) for pid in re.findall(r"easgd-train: started \w+ \d+, pid (\d+)", text)]
 
 
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as file:
-            return file.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def _wait_dead(pids, timeout_secs=15.0):
-    deadline = time.monotonic() + timeout_secs
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return [pid for pid in pids if _alive(pid)]
-
-
 @pytest.mark.e2e
 def test_local_mode_end_to_end(tmp_path):
     # A TF_CONFIG in the launcher's environment must not reach the tasks (local mode).
@@ -318,7 +304,7 @@ def test_local_mode_end_to_end(tmp_path):
     err = result.stderr
     pids = _pids(err)
     assert len(pids) == 3  # ps 0, worker 0, worker 1
-    assert _wait_dead(pids, 0) == []
+    assert wait_for_exit(pids, 0) == []
     for worker in ("worker 0", "worker 1"):
         assert f"{worker}: step 150/150  loss " in err
     assert "ps 0: stopped" in err  # The chief stopped the ps; the launcher did not need to.
@@ -417,4 +403,4 @@ def test_a_failed_worker_stops_every_task_and_fails_the_job(tmp_path):
         "stopped" in message
     )
     assert f"Whole output: {tmp_path}/logs/worker_1.log" in message
-    assert _wait_dead(pids) == []
+    assert wait_for_exit(pids) == []
