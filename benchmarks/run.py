@@ -15,19 +15,20 @@ Everything a section starts, it stops: processes are killed and namespaces delet
 the section ends, also on error or Ctrl-C.
 """
 
+import importlib.metadata
 import json
 import os
 import pathlib
 import platform
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
 
 from absl import app, flags
 
-from benchmarks import models, report
+from benchmarks import report
+from benchmarks import specs as models
 from benchmarks.cluster import BenchCluster, netns_unavailable_reason, wall_time_in
 
 flags.DEFINE_bool("quick", False, "Smoke run: fewer configurations, rounds and seconds.")
@@ -198,25 +199,17 @@ def machine():
         memory = f"{kb / 2**20:.0f} GiB"
     except (OSError, ValueError, IndexError):
         pass
-    versions = (
-        subprocess.run(
-            [sys.executable, "-c", "import tensorflow as tf; print(tf.__version__)"],
-            capture_output=True,
-            text=True,
-            check=False,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-            timeout=120,
-        )
-        .stdout.strip()
-        .splitlines()
-    )
+    try:
+        tensorflow = importlib.metadata.version("tensorflow")
+    except importlib.metadata.PackageNotFoundError:
+        tensorflow = "unknown"
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
         "memory": memory,
         "os": platform.platform(),
         "python": platform.python_version(),
-        "tensorflow": versions[-1] if versions else "unknown",
+        "tensorflow": tensorflow,
     }
 
 
@@ -279,12 +272,14 @@ def main(argv):
         if "bytes" in sections:
             if netns_reason is None:
                 log(f"bytes: {models.COMM_MLP.name}, one worker, netns {cl.netns}")
+                window = {"warm_steps": 64, "steps": 64 if quick else 128}
+                results["bytes_window"] = window
                 results["bytes"] = wire_bytes(
                     cl,
                     models.COMM_MLP.name,
                     ("local", "async", "easgd-10", "easgd-64") if quick else configs,
-                    steps=64 if quick else 128,
-                    warm_steps=64,
+                    steps=window["steps"],
+                    warm_steps=window["warm_steps"],
                     log=log,
                 )
             else:

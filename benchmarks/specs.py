@@ -1,0 +1,62 @@
+"""The benchmark models' shapes, without TensorFlow (the driver of `run.py` imports this)."""
+
+import dataclasses
+import math
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """A classifier: its input, its layers and the batch it trains on.
+
+    Attributes:
+        name: short name used in tables and flags.
+        kind: "mlp" or "cnn".
+        input_shape: shape of one example.
+        layers: hidden layer widths (mlp) or convolution channels (cnn).
+        num_classes: number of outputs.
+        batch_size: examples per local step.
+    """
+
+    name: str
+    kind: str
+    input_shape: tuple
+    layers: tuple
+    num_classes: int
+    batch_size: int
+
+    def shapes(self):
+        """Maps each variable name to its shape, in creation order."""
+        shapes = {}
+        if self.kind == "mlp":
+            widths = (math.prod(self.input_shape), *self.layers, self.num_classes)
+            for i, (fan_in, fan_out) in enumerate(zip(widths, widths[1:], strict=False)):
+                shapes[f"layer_{i}/weights"] = (fan_in, fan_out)
+                shapes[f"layer_{i}/biases"] = (fan_out,)
+            return shapes
+        channels = (self.input_shape[-1], *self.layers)
+        for i, (fan_in, fan_out) in enumerate(zip(channels, channels[1:], strict=False)):
+            shapes[f"conv_{i}/filters"] = (3, 3, fan_in, fan_out)
+            shapes[f"conv_{i}/biases"] = (fan_out,)
+        shapes["logits/weights"] = (channels[-1], self.num_classes)
+        shapes["logits/biases"] = (self.num_classes,)
+        return shapes
+
+    @property
+    def num_params(self):
+        """Number of trainable scalars."""
+        return sum(math.prod(shape) for shape in self.shapes().values())
+
+
+#: Communication-heavy: 2.9 M parameters, little compute per parameter (784-1024x3-10 MLP).
+COMM_MLP = ModelSpec("mlp-2.9M", "mlp", (784,), (1024, 1024, 1024), 10, 64)
+#: Compute-heavy: 0.1 M parameters, three 3x3 convolutions on 32x32x3 images.
+COMPUTE_CNN = ModelSpec("cnn-0.1M", "cnn", (32, 32, 3), (32, 64, 128), 10, 16)
+#: The time-to-accuracy model: the communication-heavy MLP shape on 8x8 digits (2.2 M).
+DIGITS_MLP = ModelSpec("digits-mlp-2.2M", "mlp", (64,), (1024, 1024, 1024), 10, 32)
+
+#: A tiny model (25 K parameters), where a fixed cost per step weighs most.
+TINY_MLP = ModelSpec("mlp-25K", "mlp", (784,), (32,), 10, 64)
+
+MODELS = {spec.name: spec for spec in (COMM_MLP, COMPUTE_CNN, DIGITS_MLP, TINY_MLP)}
+#: The models of the per-step overhead section.
+OVERHEAD = (COMM_MLP, COMPUTE_CNN, TINY_MLP)
