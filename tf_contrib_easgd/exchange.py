@@ -31,9 +31,16 @@ op on the ps does, so it reaches the same variable in both variable worlds: a
 (TF1 mode). Centres on the worker's own task, on an unspecified device, or of a kind this
 module cannot address take the plain path: the same arithmetic with ordinary ops.
 
-Ordering: the calls to several ps tasks go one after the other (two `RemoteCall`s of one
-step in flight at once hung TensorFlow 2.21 when the servers shared a process, as in-process
-test clusters do). A ps task increments `global_step` after moving its own centres.
+Ordering: the calls to several ps tasks go one after the other, and a ps task increments
+`global_step` after moving its own centres.
+
+In-process clusters: the first call of a worker waits, on a thread of the worker's inter-op
+pool, until the ps task has registered the function. When the ps and the workers are
+servers in one process (in-process test clusters), they share one process-wide pool, as
+many threads as cores by default; as many first calls at once as there are threads leave
+the ps no thread to register with, and the job deadlocks. Such processes need a larger pool
+(`TF_NUM_INTEROP_THREADS`, e.g. 16, set before the first server starts). A job with one
+process per task is not affected: each has its own pool.
 
 Cost: `RemoteCall` carries tensors as protobuf fields of the RunGraph messages, which copies
 them more often than the RecvTensor path of a ps partition does; an exchange step is
@@ -111,8 +118,7 @@ class ElasticExchange:
         updates = []
         with tf.compat.v1.device(self._worker_device):
             for group in self._remote:
-                # One call at a time: two RemoteCalls of one step in flight at once hang the
-                # TF runtime (seen with TF 2.21), so each call waits for the previous one.
+                # One call at a time: each waits for the previous one.
                 with tf.control_dependencies(updates[-1:]):
                     updates += self._call_task(group)
         updates += self._plain_exchange(self._local.entries)
