@@ -261,3 +261,27 @@ def test_children_die_with_a_killed_launcher():
         with pytest.raises(launcher.TaskFailedError, match="killed by signal SIGKILL"):
             cluster.supervise()
     assert wait_for_exit(pids) == []
+
+
+def test_a_dropped_task_no_longer_fails_the_job():
+    tasks = [
+        TaskSpec("worker", 0, _python("import time; time.sleep(1); print('done')")),
+        TaskSpec("worker", 1, _python("raise SystemExit(3)")),
+    ]
+    with LocalCluster(tasks) as cluster:
+        cluster.start()
+        lost = cluster.children[1]
+        assert lost.wait(30) == 3
+        cluster.drop("worker 1")
+        cluster.supervise()  # Worker 0 alone decides; worker 1's exit code 3 is not raised.
+        assert [child.task.name for child in cluster.children] == ["worker 0"]
+        assert cluster.children[0].poll() == 0
+
+
+def test_drop_rejects_a_running_or_unknown_task():
+    with LocalCluster([TaskSpec("ps", 0, _python(SILENT), finishes=False)]) as cluster:
+        cluster.start()
+        with pytest.raises(ValueError, match=r"task 'ps 0' is still running"):
+            cluster.drop("ps 0")
+        with pytest.raises(ValueError, match=r"name must be the name of a task, got 'ps 9'"):
+            cluster.drop("ps 9")

@@ -253,9 +253,12 @@ def test_worker_graph_placement():
     }
 
 
-def test_the_chief_builds_no_readiness_check():
+def test_the_chief_checks_readiness_on_its_own_device():
+    # The chief runs `ready` when a session starts, to keep a centre the ps still holds.
     one = cluster.TaskConfig(("p0:1",), ("w0:1",), "worker", 0)
-    assert task.build_worker_graph(one, _config("/unused"), (8, 8, 1), 10).ready is None
+    assert task.build_worker_graph(one, _config("/unused"), (8, 8, 1), 10).ready.device == (
+        "/job:worker/task:0"
+    )
 
 
 @pytest.mark.parametrize(
@@ -297,3 +300,15 @@ def test_flag_choices_match_what_the_task_builds():
     # train.py repeats these lists so that flag parsing needs no TensorFlow.
     assert train.OPTIMIZERS == task.OPTIMIZERS
     assert train.MODELS == models.MODELS
+
+
+def test_centre_digest_changes_with_any_value_name_or_dtype():
+    a = {"c/w": np.arange(6, dtype=np.float32).reshape(2, 3), "c/b": np.zeros(3, np.float32)}
+    same = {name: value.copy() for name, value in reversed(a.items())}
+    assert task.centre_digest(a) == task.centre_digest(same)  # Order of the dict: no matter.
+    one_bit = dict(a, **{"c/b": np.array([0, 0, np.float32(1e-45)], np.float32)})
+    assert task.centre_digest(one_bit) != task.centre_digest(a)
+    assert task.centre_digest({"c/v": a["c/w"], "c/b": a["c/b"]}) != task.centre_digest(a)
+    assert task.centre_digest(dict(a, **{"c/b": np.zeros(3, np.float64)})) != (
+        task.centre_digest(a)
+    )

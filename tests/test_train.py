@@ -56,7 +56,7 @@ def _tf_config(task_type, index):
 
 def test_defaults_run_one_ps_and_two_workers_locally(parse):
     plan = parse()
-    assert (plan.task, plan.num_ps, plan.num_workers) == (None, 1, 2)
+    assert (plan.task, plan.num_ps, plan.num_workers, plan.max_restarts) == (None, 1, 2, 0)
     assert plan.config == train.TrainConfig(
         steps=1000,
         batch_size=32,
@@ -145,6 +145,7 @@ def test_train_config_round_trips_through_its_flags(parse):
         (["--timeout_secs=0"], "flag --timeout_secs=0"),
         (["--job_name=chief"], "flag --job_name=chief"),
         (["--task_index=-1"], "flag --task_index=-1"),
+        (["--max_restarts=-1"], "flag --max_restarts=-1"),
         (["--bogus=1"], "Unknown command line flag 'bogus'"),
     ],
 )
@@ -179,6 +180,10 @@ def test_malformed_flags_are_rejected_by_the_parser(parse, args, message):
          "and --worker_hosts, or the TF_CONFIG environment variable; neither is set"),
         (["--workers=3", "--job_name=worker", f"--ps_hosts={PS}", f"--worker_hosts={W0}"], {},
          "--workers=3 applies to --cluster=local only"),
+        (["--max_restarts=2", "--job_name=ps", f"--ps_hosts={PS}", f"--worker_hosts={W0}"], {},
+         "--max_restarts=2 applies to --cluster=local only; in task mode the cluster comes "
+         "from --ps_hosts/--worker_hosts or TF_CONFIG, and whoever starts the tasks restarts "
+         "them"),
         ([], {"TF_CONFIG": "{bad"}, "TF_CONFIG='{bad' is not valid JSON"),
         ([], {"TF_CONFIG": _tf_config("evaluator", 0)}, "TF_CONFIG task.type='evaluator'"),
         ([], {"TF_CONFIG": _tf_config("worker", 1)}, "TF_CONFIG task.index=1"),

@@ -10,6 +10,7 @@ from tf_contrib_easgd.custom_getter import (
     LOCAL_VARIABLE_NAME,
     ElasticAverageCustomGetter,
 )
+from tf_contrib_easgd.exchange import is_recoverable_error
 from tf_contrib_easgd.hook import ElasticAverageOptimizerHook
 from tf_contrib_easgd.optimizer import ElasticAverageOptimizer
 
@@ -23,4 +24,5 @@ __all__ = [
     "ElasticAverageOptimizer",
     "ElasticAverageOptimizerHook",
     "__version__",
+    "is_recoverable_error",
 ]

@@ -307,6 +307,24 @@ class LocalCluster:
             child.start()
             self._on_start(child.task, child.pid, child.restarts)
 
+    def drop(self, name):
+        """Stops supervising task `name`, which has exited: the job goes on without it.
+
+        Its exit code no longer fails the job and it is not restarted (a worker given up
+        for lost). `supervise()` then waits for the other finishing tasks only.
+
+        Raises:
+            ValueError: if no task is called `name`, or it is still running.
+        """
+        child = next((c for c in self.children if c.task.name == name), None)
+        if child is None:
+            raise ValueError(f"name must be the name of a task, got {name!r}.")
+        if child.process is not None and child.poll() is None:
+            raise ValueError(f"task {name!r} is still running; stop it before dropping it.")
+        child.finish_reading(timeout_secs=2.0)
+        self._pump(0)
+        self.children.remove(child)
+
     def wait_for_servers(self, timeout_secs):
         """Waits at most `timeout_secs` for the non-finishing tasks to exit by themselves.
 

@@ -90,7 +90,14 @@ _TEXT = {
         f"{e['task']}: centre at local step {e['step']}: test accuracy {e['accuracy']:.4f}, "
         f"test loss {e['loss']:.4f}"
     ),
-    "started": lambda e: f"{e['task']}: session ready after {e['startup_secs']:.1f} s",
+    "started": lambda e: (
+        f"{e['task']}: session ready after {e['startup_secs']:.1f} s at local step "
+        f"{e.get('step', 0)}, {e.get('global_step', 0)} exchanges so far"
+    ),
+    "recovering": lambda e: (
+        f"{e['task']}: lost a task at local step {e['step']} ({e['error']}); waiting for it "
+        "to come back"
+    ),
     "waiting": lambda e: f"{e['task']}: waiting for {e['what']}",
     "done": lambda e: (
         f"{e['task']}: done, {e['steps']} local steps in {e['secs']:.1f} s "
@@ -134,7 +141,7 @@ class Display:
                 return
         if kind == "done" and event.get("task") in self._state:
             self._state[event["task"]] = dict(self._state[event["task"]], step=event["steps"])
-        if self._bar and kind in ("started", "serving", "stopped", "waiting", "done"):
+        if self._bar and kind in ("started", "serving", "stopped", "waiting", "done", "recovering"):
             return  # The bar says enough.
         self.message(format_event(event))
 

@@ -15,6 +15,8 @@ queue per parameter server.
 """
 
 import dataclasses
+import functools
+import hashlib
 import json
 import os
 import time
@@ -25,6 +27,7 @@ import tensorflow as tf
 from tf_contrib_easgd import data, models
 from tf_contrib_easgd.cluster import wait_until_reachable
 from tf_contrib_easgd.custom_getter import ElasticAverageCustomGetter
+from tf_contrib_easgd.exchange import is_recoverable_error
 from tf_contrib_easgd.optimizer import ElasticAverageOptimizer
 
 #: The optimizers `make_optimizer` builds (the `--optimizer` choices).
@@ -121,10 +124,13 @@ class WorkerGraph:
     centre_correct: tf.Tensor
     centre_loss: tf.Tensor
     optimizer: ElasticAverageOptimizer
+    centres: list
     hook: tf.compat.v1.train.SessionRunHook
     saver: tf.compat.v1.train.Saver
     export_saver: tf.compat.v1.train.Saver
-    ready: tf.Tensor | None
+    ready: tf.Tensor
+    global_init: tf.Operation
+    scaffold_init: tf.Operation
     done_value: tf.Tensor
     done_enqueue: tf.Operation
     done_size: tf.Tensor
@@ -215,15 +221,18 @@ def build_worker_graph(task, config, image_shape, num_classes):
                 sharded=True, max_to_keep=3, save_relative_paths=True, name="checkpoint_saver"
             )
             export_saver = optimizer.swapping_saver(name="export_saver")
-            ready = None  # Only a non-chief worker waits for the centre to be initialised.
-            if not task.is_chief:
-                with tf.compat.v1.device(task.device):
-                    uninitialised = tf.compat.v1.report_uninitialized_variables(
-                        tf.compat.v1.global_variables()
-                    )
-                    # A plain tensor rather than TF's "should use" wrapper, which logs an
-                    # error when it is garbage-collected without being run.
-                    ready = tf.identity(uninitialised, name="uninitialised_global_variables")
+            with tf.compat.v1.device(task.device):
+                # Non-chief workers wait until this is empty; the chief's session start
+                # (`_chief_init_fn`) checks it to keep a centre the ps still holds.
+                uninitialised = tf.compat.v1.report_uninitialized_variables(
+                    tf.compat.v1.global_variables()
+                )
+                # A plain tensor rather than TF's "should use" wrapper, which logs an error
+                # when it is garbage-collected without being run.
+                ready = tf.identity(uninitialised, name="uninitialised_global_variables")
+            global_init = tf.compat.v1.global_variables_initializer()
+            # The Scaffold's init_op: nothing, `_chief_init_fn` does the work.
+            scaffold_init = tf.no_op(name="centre_set_up_by_init_fn")
 
         done_value = tf.compat.v1.placeholder(tf.int64, [2])
         done_count = tf.compat.v1.placeholder(tf.int32, [])
@@ -246,10 +255,13 @@ def build_worker_graph(task, config, image_shape, num_classes):
         centre_correct=centre_correct,
         centre_loss=centre_loss,
         optimizer=optimizer,
+        centres=[entry.global_center for entry in getter.centered_variables()],
         hook=hook,
         saver=saver,
         export_saver=export_saver,
         ready=ready,
+        global_init=global_init,
+        scaffold_init=scaffold_init,
         done_value=done_value,
         done_enqueue=done_enqueue,
         done_size=done_size,
@@ -344,52 +356,49 @@ def run_worker(task, config, reporter, started_at):
             os.path.join(config.model_dir, f"worker_{task.task_index}"),
             graph=g.graph if task.is_chief else None,
         )
-        # Checkpoints are written by `_save_checkpoint`, not by MonitoredTrainingSession's
-        # CheckpointSaverHook: that hook reads global_step from the parameter server at
-        # every step, which halves the chief's speed here. The session still restores the
-        # latest checkpoint of `model_dir` when the chief starts.
-        with tf.compat.v1.train.MonitoredTrainingSession(
-            master=server.target,
-            is_chief=task.is_chief,
-            checkpoint_dir=config.model_dir if task.is_chief else None,
-            scaffold=tf.compat.v1.train.Scaffold(saver=g.saver),
-            hooks=[g.hook],
-            save_checkpoint_steps=None,
-            save_checkpoint_secs=None,
-            save_summaries_steps=None,
-            save_summaries_secs=None,
-            log_step_count_steps=None,
-            config=session_config,
-            max_wait_secs=config.timeout_secs,
-        ) as sess:
-            reporter.event("started", startup_secs=time.monotonic() - started_at)
-            train_started = time.monotonic()
-            steps = _train(sess, g, task, config, dataset, images, labels, reporter, writer)
-            train_secs = time.monotonic() - train_started
-            reporter.event(
-                "done", steps=steps, secs=train_secs, steps_per_sec=steps / max(train_secs, 1e-9)
-            )
-            if task.is_chief:
-                local_steps = _wait_for_workers(sess, g, task, config, reporter)
-                local_steps[str(task.task_index)] = steps
-                checkpoint = _save_checkpoint(sess, g, config.model_dir)
-                export_path = sess.run_step_fn(
-                    lambda step_context: g.export_saver.save(
-                        step_context.session,
-                        os.path.join(config.model_dir, EXPORT_DIR, EXPORT_PREFIX),
-                        write_meta_graph=False,
-                    )
+        state = _TrainState()
+        while True:
+            try:
+                outcome = _run_session(
+                    server,
+                    g,
+                    task,
+                    config,
+                    session_config,
+                    dataset,
+                    images,
+                    labels,
+                    reporter,
+                    writer,
+                    state,
+                    started_at,
                 )
-                exchanges = int(sess.run(g.global_step))
+                break
+            except Exception as error:
+                if not is_recoverable_error(error):
+                    raise
+                # A parameter server went away. Wait until it answers again, then start a
+                # new session: the chief restores the centre from the latest checkpoint if
+                # the ps lost it; every worker then starts again from the centre.
+                state.recoveries += 1
+                reporter.event(
+                    "recovering",
+                    step=state.step,
+                    error=f"{type(error).__name__}: {_first_line(error)}",
+                )
+                wait_until_reachable(task.ps_hosts, config.timeout_secs)
+                if not task.is_chief:
+                    _wait_for_centre(server.target, g, session_config, config.timeout_secs)
         writer.close()
         with tf.compat.v1.Session(server.target, graph=g.graph, config=session_config) as raw:
             if task.is_chief:
                 raw.run(g.shutdown)
             else:
-                raw.run(g.done_enqueue, {g.done_value: [task.task_index, steps]})
+                raw.run(g.done_enqueue, {g.done_value: [task.task_index, state.step]})
     if not task.is_chief:
         return None
 
+    local_steps, checkpoint, export_path, exchanges = outcome
     evaluation = models.evaluate_checkpoint(
         export_path, config.model, dataset.x_test, dataset.y_test, dataset.num_classes
     )
@@ -411,8 +420,9 @@ def run_worker(task, config, reporter, started_at):
         "num_workers": task.num_workers,
         "local_steps": dict(sorted(local_steps.items(), key=lambda item: int(item[0]))),
         "exchanges": exchanges,
-        "chief_train_secs": train_secs,
-        "chief_steps_per_sec": steps / max(train_secs, 1e-9),
+        "chief_train_secs": state.train_secs,
+        "chief_steps_per_sec": state.step / max(state.train_secs, 1e-9),
+        "chief_recoveries": state.recoveries,
         "chief_secs": time.monotonic() - started_at,
         "model_dir": config.model_dir,
         "checkpoint": checkpoint,
@@ -423,35 +433,192 @@ def run_worker(task, config, reporter, started_at):
     return summary
 
 
+@dataclasses.dataclass
+class _TrainState:
+    """What a worker has done so far; it outlives the sessions that recoveries replace."""
+
+    step: int = 0
+    train_secs: float = 0.0
+    recoveries: int = 0
+    restored: dict = dataclasses.field(default_factory=dict)
+
+
+def _first_line(error):
+    """The first line of an error's message, for a progress event."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _run_session(
+    server, g, task, config, session_config, dataset, images, labels, reporter, writer, state,
+    started_at,
+):  # fmt: skip
+    """Trains in one `MonitoredTrainingSession` until `config.steps`; the chief then exports.
+
+    Returns:
+        For the chief, `(local_steps, checkpoint, export_path, exchanges)`; else None.
+    """
+    # Checkpoints are written by `_save_checkpoint`, not by MonitoredTrainingSession's
+    # CheckpointSaverHook: that hook reads global_step from the parameter server at every
+    # step, which halves the chief's speed here. Nor does the session restore them itself:
+    # a chief with a checkpoint directory restores the latest checkpoint whenever it
+    # starts, which would set a centre the ps still holds back to that checkpoint.
+    # `_chief_init_fn` decides instead, each time a session is created.
+    init_fn = None
+    if task.is_chief:
+        init_fn = functools.partial(_chief_init_fn, g=g, model_dir=config.model_dir, state=state)
+    with tf.compat.v1.train.MonitoredTrainingSession(
+        master=server.target,
+        is_chief=task.is_chief,
+        scaffold=tf.compat.v1.train.Scaffold(
+            saver=g.saver, init_op=g.scaffold_init, init_fn=init_fn
+        ),
+        hooks=[g.hook],
+        save_checkpoint_steps=None,
+        save_checkpoint_secs=None,
+        save_summaries_steps=None,
+        save_summaries_secs=None,
+        log_step_count_steps=None,
+        config=session_config,
+        max_wait_secs=config.timeout_secs,
+    ) as sess:
+        reporter.event("started", **_start_report(sess, g, task, state, started_at))
+        train_started = time.monotonic()
+        try:
+            _train(sess, g, task, config, dataset, images, labels, reporter, writer, state)
+        finally:
+            state.train_secs += time.monotonic() - train_started
+        reporter.event(
+            "done",
+            steps=state.step,
+            secs=state.train_secs,
+            steps_per_sec=state.step / max(state.train_secs, 1e-9),
+        )
+        if not task.is_chief:
+            return None
+        local_steps = _wait_for_workers(sess, g, task, config, reporter)
+        local_steps[str(task.task_index)] = state.step
+        checkpoint = _save_checkpoint(sess, g, config.model_dir)
+        export_path = g.export_saver.save(
+            _raw_session(sess),
+            os.path.join(config.model_dir, EXPORT_DIR, EXPORT_PREFIX),
+            write_meta_graph=False,
+        )
+        return local_steps, checkpoint, export_path, int(sess.run(g.global_step))
+
+
+def _chief_init_fn(scaffold, session, g, model_dir, state):
+    """Sets up the centre when the chief creates a session (at start and on recovery).
+
+    A centre the parameter servers still hold (a restarted chief) is kept as it is: no work
+    is lost. If any global variable is uninitialised (a new job, or a ps that was
+    restarted and lost its part), every one of them is restored from the latest checkpoint
+    of `model_dir`, so the centre is one consistent snapshot, or else initialised. Records
+    in `state.restored` what was restored, read right after the restore.
+    """
+    del scaffold  # The saver is g.saver.
+    if len(session.run(g.ready)) == 0:
+        state.restored = {"restored_from": None}
+        return
+    checkpoint = tf.train.latest_checkpoint(model_dir)
+    if checkpoint is None:
+        session.run(g.global_init)
+        state.restored = {"restored_from": None}
+        return
+    g.saver.restore(session, checkpoint)
+    names = sorted(v.op.name for v in g.centres)
+    step, values = session.run([g.global_step, sorted(g.centres, key=lambda v: v.op.name)])
+    state.restored = {
+        "restored_from": os.path.basename(checkpoint),
+        "restored_global_step": int(step),
+        "restored_centre_sha256": centre_digest(dict(zip(names, values, strict=True))),
+    }
+
+
+def _start_report(sess, g, task, state, started_at):
+    """The fields of the "started" event: where the new session found the job.
+
+    `global_step` is the number of exchanges so far (above 0 for a worker that joins late or
+    is restarted) and `distance` the elastic distance right after the hook copied the centre
+    into the worker (0). The chief adds `centre_sha256`, a digest of the centre as it is on
+    the parameter servers (after a restore: as in the checkpoint; see `centre_digest`).
+    """
+    centres = {v.op.name: v for v in g.centres}
+    names = sorted(centres) if task.is_chief else []
+    values = _raw_session(sess).run([g.global_step, g.distance, [centres[n] for n in names]])
+    report = {
+        "startup_secs": time.monotonic() - started_at,
+        "step": state.step,
+        "recoveries": state.recoveries,
+        "global_step": int(values[0]),
+        "distance": float(values[1]),
+    }
+    if task.is_chief:
+        report["centre_sha256"] = centre_digest(dict(zip(names, values[2], strict=True)))
+        report.update(state.restored)
+    return report
+
+
+def centre_digest(arrays_by_name):
+    """Returns a SHA-256 hex digest of named arrays: equal digests mean equal values.
+
+    Args:
+        arrays_by_name: `{variable name: numpy array}`, e.g. the global centres as a
+            session reads them or as a checkpoint reader returns them.
+    """
+    digest = hashlib.sha256()
+    for name in sorted(arrays_by_name):
+        array = np.ascontiguousarray(arrays_by_name[name])
+        digest.update(f"{name}:{array.dtype.str}:{array.shape}:".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
 def _save_checkpoint(sess, g, model_dir):
     """Writes a checkpoint of the global variables (the centre, global_step) to `model_dir`.
 
     Returns:
         The checkpoint's path prefix.
     """
-    return sess.run_step_fn(
-        lambda step_context: g.saver.save(
-            step_context.session,
-            os.path.join(model_dir, CHECKPOINT_PREFIX),
-            global_step=g.global_step,
-            write_meta_graph=False,
-        )
+    return g.saver.save(
+        _raw_session(sess),
+        os.path.join(model_dir, CHECKPOINT_PREFIX),
+        global_step=g.global_step,
+        write_meta_graph=False,
     )
 
 
-def _train(sess, g, task, config, dataset, images, labels, reporter, writer):
-    """The session loop; returns the number of local steps taken."""
-    batches = data.batches(images, labels, config.batch_size, seed=(config.seed, task.task_index))
-    step = 0
-    mark_step, mark_time, losses = 0, time.monotonic(), []
+def _raw_session(sess):
+    """The `tf.compat.v1.Session` inside a `MonitoredTrainingSession`, as it is now.
+
+    Savers and one-off reads run on it directly. Not through `run_step_fn`: when its
+    function fails on a lost parameter server, `run_step_fn` creates a new session and
+    calls the function again with the closed one. Here the error reaches the recovery
+    loop of `run_worker` instead.
+    """
+    return sess.run_step_fn(lambda step_context: step_context.session)
+
+
+def _train(sess, g, task, config, dataset, images, labels, reporter, writer, state):
+    """The session loop: local steps from `state.step` on, until `config.steps`."""
+    batches = data.batches(
+        images, labels, config.batch_size, seed=(config.seed, task.task_index, state.step)
+    )
+    step = state.step
+    mark_step, mark_time, losses = step, time.monotonic(), []
+    # The session's operation timeout does not cover a parameter server cut off without
+    # closing the connection (the exchange's remote call, a read of global_step): such a
+    # step would wait forever. A step deadline makes it fail after `timeout_secs`.
+    options = tf.compat.v1.RunOptions(timeout_in_ms=int(config.timeout_secs * 1000))
     while step < config.steps and not sess.should_stop():
         x, y = next(batches)
-        loss, _ = sess.run([g.loss, g.train_op], {g.images: x, g.labels: y})
+        loss, _ = sess.run([g.loss, g.train_op], {g.images: x, g.labels: y}, options=options)
         losses.append(loss)
         step += 1
+        state.step = step
         last = step == config.steps
         if step % config.log_every_steps == 0 or last:
-            distance, exchanges = sess.run([g.distance, g.global_step])
+            distance, exchanges = sess.run([g.distance, g.global_step], options=options)
             now = time.monotonic()
             rate = (step - mark_step) / max(now - mark_time, 1e-9)
             loss = float(np.mean(losses))
@@ -479,7 +646,6 @@ def _train(sess, g, task, config, dataset, images, labels, reporter, writer):
             )
         if task.is_chief and step % config.save_checkpoint_steps == 0 and not last:
             _save_checkpoint(sess, g, config.model_dir)
-    return step
 
 
 def _evaluate_centre(sess, g, dataset):

@@ -70,6 +70,14 @@ flags.DEFINE_enum(
 )
 flags.DEFINE_integer("ps", 1, "Local mode: number of parameter servers.", lower_bound=1)
 flags.DEFINE_integer("workers", 2, "Local mode: number of workers.", lower_bound=1)
+flags.DEFINE_integer(
+    "max_restarts",
+    0,
+    "Local mode: how often a task that crashed (a ps or a worker) is restarted on its port "
+    "before the job fails; 0 fails fast. A restarted worker rejoins from the current centre; "
+    "a restarted ps gets the centre back from the chief's latest checkpoint.",
+    lower_bound=0,
+)
 flags.DEFINE_enum(
     "job_name", None, list(cluster.JOBS), "Task mode: the job of this task (worker 0 is chief)."
 )
@@ -209,6 +217,7 @@ class Plan:
     task: cluster.TaskConfig | None = None
     num_ps: int = 1
     num_workers: int = 2
+    max_restarts: int = 0
 
 
 def plan_from_flags(flag_values=FLAGS, environ=None):
@@ -240,11 +249,12 @@ def plan_from_flags(flag_values=FLAGS, environ=None):
                 "cannot be combined with --cluster=local."
             )
         if mode == TASK:
-            for name in ("ps", "workers"):
+            for name in ("ps", "workers", "max_restarts"):
                 if f[name].present:
                     raise UsageError(
                         f"--{name}={f[name].value} applies to --cluster=local only; in task "
-                        "mode the cluster comes from --ps_hosts/--worker_hosts or TF_CONFIG."
+                        "mode the cluster comes from --ps_hosts/--worker_hosts or TF_CONFIG, "
+                        "and whoever starts the tasks restarts them."
                     )
             task = _task_from(f, task_flags_given, tf_config)
     except cluster.ClusterConfigError as error:
@@ -287,7 +297,13 @@ def plan_from_flags(flag_values=FLAGS, environ=None):
         eval_every_steps=f.eval_every_steps,
         timeout_secs=f.timeout_secs,
     )
-    return Plan(config=config, task=task, num_ps=f.ps, num_workers=f.workers)
+    return Plan(
+        config=config,
+        task=task,
+        num_ps=f.ps,
+        num_workers=f.workers,
+        max_restarts=f.max_restarts,
+    )
 
 
 def _task_from(f, task_flags_given, tf_config):
@@ -381,6 +397,7 @@ def run_local(plan, started_at, stream=None):
                 log_dir=log_dir,
                 on_line=on_line,
                 on_start=on_start,
+                max_restarts=plan.max_restarts,
                 stall_timeout_secs=config.timeout_secs,
             ) as local_cluster,
         ):

@@ -1,0 +1,360 @@
+"""Fault injection: real ps and worker processes of easgd-train, killed and restarted.
+
+Each test runs a job of one ps and two workers as OS processes on loopback ports (task mode,
+`--progress_format=json`), kills a task with SIGKILL at a known point of the training, maybe
+starts it again on the same port, and checks what the survivors and the final summary say
+in numbers: local steps, exchanges, the centre as restored from a checkpoint, the accuracy
+of the exported centre.
+
+Timing: three TensorFlow imports on 2 busy cores take 10-30 s; training 1000 steps ~5 s.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import portpicker
+import pytest
+import tensorflow as tf
+
+from tf_contrib_easgd import cluster, launcher, progress, task
+
+STEPS = 1000
+PERIOD = 10
+TIMEOUT_SECS = 60  # --timeout_secs of the tasks: every wait of a task on another one.
+DEADLINE_SECS = 240  # Of any wait of this test on the tasks.
+# 1000 local steps of batch 32 are ~22 epochs of a worker's 721 digits: the centre's
+# accuracy on the 355 test digits is 0.96-0.98 in these runs (0.97 without faults); chance
+# is 0.1. 0.9 leaves room for a centre set back to a checkpoint.
+MIN_ACCURACY = 0.9
+
+pytestmark = pytest.mark.e2e
+
+
+class Job:
+    """A ps and two workers of easgd-train as child processes; events collected per task."""
+
+    def __init__(self, model_dir, *extra_flags):
+        ps_hosts = (f"localhost:{portpicker.pick_unused_port()}",)
+        worker_hosts = tuple(f"localhost:{portpicker.pick_unused_port()}" for _ in range(2))
+        command = (
+            sys.executable, "-m", "tf_contrib_easgd.train", f"--steps={STEPS}",
+            "--log_every_steps=50", f"--communication_period={PERIOD}",
+            f"--model_dir={model_dir}", "--progress_format=json",
+            f"--timeout_secs={TIMEOUT_SECS}", "--eval_every_steps=0", *extra_flags,
+        )  # fmt: skip
+        tasks = [
+            launcher.TaskSpec(
+                job,
+                index,
+                command + tuple(cluster.TaskConfig(ps_hosts, worker_hosts, job, index).to_flags()),
+                finishes=job == cluster.WORKER,
+            )
+            for job, index in ((cluster.PS, 0), (cluster.WORKER, 0), (cluster.WORKER, 1))
+        ]
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        env.pop(cluster.TF_CONFIG, None)
+        self.model_dir = str(model_dir)
+        self.events = []
+        self.cluster = launcher.LocalCluster(
+            tasks,
+            env=env,
+            log_dir=os.path.join(self.model_dir, "logs"),
+            on_line=self._on_line,
+            stall_timeout_secs=DEADLINE_SECS,
+        )
+
+    def _on_line(self, task_spec, line):
+        del task_spec  # Every event names its task.
+        event = progress.parse_event(line)
+        if event:
+            self.events.append(event)
+
+    def __enter__(self):
+        self.cluster.__enter__()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.cluster.__exit__(*exc_info)
+
+    def child(self, name):
+        return next(c for c in self.cluster.children if c.task.name == name)
+
+    def start(self, *names):
+        self.cluster.start(only=list(names) or None)
+
+    def wait_for_step(self, name, step):
+        """Streams output until task `name` reports local step `step` or later."""
+
+        def reached(task_spec, line):
+            event = progress.parse_event(line)
+            return (
+                task_spec.name == name
+                and event is not None
+                and event["event"] == "progress"
+                and event["step"] >= step
+            )
+
+        assert self.cluster.wait_for_line(reached, DEADLINE_SECS), f"{name} never reached {step}"
+
+    def kill(self, name):
+        """SIGKILLs task `name` and waits until it is gone."""
+        child = self.child(name)
+        child.signal(signal.SIGKILL)
+        assert child.wait(30) == -signal.SIGKILL
+        child.finish_reading(5)
+
+    def restart(self, name):
+        self.child(name).start()
+
+    def finish(self):
+        """Waits until both workers exited 0 and the ps stopped; returns the summary."""
+        self.cluster.supervise()
+        assert self.cluster.wait_for_servers(30), "the ps did not stop after the chief"
+        summary = self.summary()
+        print(  # The figures of README.md's Reliability section (pytest -s).
+            f"\nsummary: local steps {summary['local_steps']}, {summary['exchanges']} "
+            f"exchanges, centre accuracy {summary['test_accuracy']:.4f}"
+        )
+        return summary
+
+    def summary(self):
+        return next(e for e in self.events if e["event"] == "summary")
+
+    def of(self, name, kind):
+        """The events of `kind` that task `name` reported, in order."""
+        return [e for e in self.events if e["task"] == name and e["event"] == kind]
+
+
+def test_a_killed_worker_does_not_stop_the_others(tmp_path):
+    # The chief waits --timeout_secs for worker 1's "done"; 20 s keeps that wait short.
+    with Job(tmp_path, "--timeout_secs=20") as job:
+        job.start()
+        job.wait_for_step("worker 1", 200)
+        job.kill("worker 1")
+        job.cluster.drop("worker 1")  # Given up for lost: its exit does not fail the job.
+        killed_at = time.monotonic()
+        summary = job.finish()
+    # The chief did not stall: it trained its 1000 steps, waited 20 s for worker 1's
+    # "done" and exported the centre without it.
+    print(f"\nkilled worker: chief done {time.monotonic() - killed_at:.0f} s after the kill")
+    assert summary["local_steps"] == {"0": STEPS}
+    assert time.monotonic() - killed_at < 20 + 60
+    [warning] = job.of("worker 0", "warning")
+    assert warning["message"].startswith("workers [1] did not finish within")
+    # The chief's 100 exchanges plus worker 1's before it died (at least 200 / 10 = 20).
+    assert summary["exchanges"] >= STEPS // PERIOD + 20
+    assert summary["test_accuracy"] > MIN_ACCURACY
+
+
+@pytest.mark.parametrize("synchronous", [False, True])
+def test_a_restarted_worker_rejoins_from_the_current_centre(tmp_path, synchronous):
+    with Job(tmp_path, f"--synchronous={str(synchronous).lower()}") as job:
+        job.start()
+        job.wait_for_step("worker 1", 300)
+        job.kill("worker 1")
+        job.restart("worker 1")
+        summary = job.finish()
+    first, second = job.of("worker 1", "started")
+    # The restarted worker started from the centre as it was then: 300 of its own local
+    # steps are 30 exchanges, and the chief went on exchanging meanwhile. Right after the
+    # hook copied the centre in, its copy is within a few chief exchanges of the centre
+    # (0 if none came in between); the first start found the centre untrained.
+    assert second["global_step"] >= 300 // PERIOD
+    assert second["global_step"] > first["global_step"]
+    # With synchronous=True the start-up barrier did not trap the restarted worker: it
+    # trained all of its steps again (a restarted worker starts its --steps afresh).
+    assert summary["local_steps"] == {"0": STEPS, "1": STEPS}
+    assert job.of("worker 0", "warning") == []
+    assert summary["exchanges"] >= 2 * STEPS // PERIOD + 300 // PERIOD
+    assert summary["test_accuracy"] > MIN_ACCURACY
+
+
+def test_a_restarted_ps_gets_the_centre_back_from_the_latest_checkpoint(tmp_path):
+    # The chief writes a checkpoint every 400 of its local steps; the ps is killed after
+    # the one at step 400 and before the one at 800. The saver keeps 3 checkpoints: those
+    # of steps 400 and 800 and the final one.
+    with Job(tmp_path, "--save_checkpoint_steps=400") as job:
+        job.start()
+        job.wait_for_step("worker 0", 550)
+        lost_at = max(e["exchanges"] for e in job.of("worker 0", "progress"))
+        job.kill("ps 0")
+        job.restart("ps 0")
+        summary = job.finish()
+
+    # Both workers saw the lost ps, waited for it and went on in a new session.
+    for name in ("worker 0", "worker 1"):
+        assert len(job.of(name, "recovering")) == 1
+        assert job.of(name, "started")[-1]["recoveries"] == 1
+    # The chief's new session found the centre gone and restored the checkpoint of its
+    # step 400, exactly: the global_step and a digest of every centre variable read right
+    # after the restore equal the checkpoint's.
+    restored = job.of("worker 0", "started")[-1]
+    step = restored["restored_global_step"]
+    # (The file name carries global_step as the saver read it before writing the
+    # variables; an exchange of worker 1 may come in between, so it can be 1 lower.)
+    assert restored["restored_from"].startswith("model.ckpt-")
+    reader = tf.train.load_checkpoint(os.path.join(str(tmp_path), restored["restored_from"]))
+    assert reader.get_tensor("global_step") == step
+    centres = {
+        name: reader.get_tensor(name)
+        for name in reader.get_variable_to_shape_map()
+        if name.startswith("global_center_variable/")
+    }
+    assert len(centres) == 4  # The MLP's two kernels and two biases.
+    assert task.centre_digest(centres) == restored["restored_centre_sha256"]
+    # What was lost: the exchanges between that checkpoint and the kill: those of 550 - 400
+    # = 150 chief steps and as many of worker 1's (15 + 15), plus the few that happened
+    # between the chief's last progress report and the kill.
+    print(
+        f"\nps restarted: centre restored from {restored['restored_from']} (global_step "
+        f"{step}); lost {lost_at - step} of {lost_at} exchanges; accuracy "
+        f"{summary['test_accuracy']:.4f}"
+    )
+    assert 0 < step < lost_at
+    assert lost_at - step <= 2 * (550 - 400) // PERIOD + 10
+    assert summary["local_steps"] == {"0": STEPS, "1": STEPS}
+    assert summary["chief_recoveries"] == 1
+    assert summary["test_accuracy"] > MIN_ACCURACY
+
+
+def test_a_restarted_chief_keeps_the_centre_the_ps_holds(tmp_path):
+    with Job(tmp_path, "--save_checkpoint_steps=200") as job:
+        job.start()
+        job.wait_for_step("worker 0", 300)
+        job.kill("worker 0")
+        lost_at = max(e["exchanges"] for e in job.of("worker 0", "progress"))
+        job.restart("worker 0")
+        summary = job.finish()
+    first, second = job.of("worker 0", "started")
+    # The ps still held the centre: the restarted chief kept it (nothing restored, though
+    # a checkpoint of step 200 exists, nothing lost): its session started with at least
+    # the exchanges of both workers reported before the kill.
+    assert first["restored_from"] is None and second["restored_from"] is None
+    assert second["global_step"] >= lost_at >= 300 // PERIOD
+    assert second["centre_sha256"] != first["centre_sha256"]
+    # The restarted chief trains its --steps afresh; worker 1 never stopped.
+    assert summary["local_steps"] == {"0": STEPS, "1": STEPS}
+    assert summary["exchanges"] >= 2 * STEPS // PERIOD + 300 // PERIOD
+    assert summary["test_accuracy"] > MIN_ACCURACY
+
+
+def test_a_late_worker_joins_the_running_job(tmp_path):
+    with Job(tmp_path) as job:
+        job.start("ps 0", "worker 0")
+        job.wait_for_step("worker 0", 300)
+        job.start("worker 1")
+        summary = job.finish()
+    [started] = job.of("worker 1", "started")
+    assert started["global_step"] >= 300 // PERIOD  # The chief's exchanges so far.
+    assert summary["local_steps"] == {"0": STEPS, "1": STEPS}
+    assert summary["exchanges"] == 2 * STEPS // PERIOD
+    assert summary["test_accuracy"] > MIN_ACCURACY
+
+
+def test_a_worker_gives_up_on_a_parameter_server_that_never_comes_up(tmp_path):
+    # Nothing listens on the ps port; the worker fails after --timeout_secs=3, naming it.
+    ps = f"localhost:{portpicker.pick_unused_port()}"
+    worker = f"localhost:{portpicker.pick_unused_port()}"
+    command = [
+        sys.executable, "-m", "tf_contrib_easgd.train", "--job_name=worker", "--task_index=0",
+        f"--ps_hosts={ps}", f"--worker_hosts={worker}", f"--model_dir={tmp_path}",
+        "--timeout_secs=3",
+    ]  # fmt: skip
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop(cluster.TF_CONFIG, None)
+    result = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=DEADLINE_SECS, check=False
+    )
+    assert result.returncode == 1
+    assert f"['{ps}'] still not reachable after 3 s" in result.stderr
+
+
+def test_local_mode_restarts_a_crashed_worker(tmp_path):
+    # easgd-train --max_restarts=1: the test kills worker 1 once it trains; the launcher
+    # starts it again and the job succeeds.
+    command = [
+        sys.executable, "-m", "tf_contrib_easgd.train", "--max_restarts=1", f"--steps={STEPS}",
+        "--log_every_steps=50", f"--model_dir={tmp_path}", f"--timeout_secs={TIMEOUT_SECS}",
+        "--eval_every_steps=0",
+    ]  # fmt: skip
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop(cluster.TF_CONFIG, None)
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    lines, killed = [], threading.Event()
+
+    def read():
+        pid = None
+        for line in process.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("easgd-train: started worker 1, pid ") and pid is None:
+                pid = int(line.split("pid ")[1].split()[0])
+            if pid and not killed.is_set() and line.startswith("worker 1: step 200/"):
+                os.kill(pid, signal.SIGKILL)
+                killed.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        process.wait(DEADLINE_SECS)
+    finally:
+        process.kill()
+        reader.join(10)
+    output = "\n".join(lines)
+    assert killed.is_set(), output
+    assert process.returncode == 0, output
+    assert "easgd-train: started worker 1, pid " in output
+    assert "(restart 1)" in output
+    assert "easgd-train: centre test accuracy" in output
+
+
+_SAVE_FOREVER = """
+import sys
+import tensorflow as tf
+tf.compat.v1.disable_eager_execution()
+v = tf.compat.v1.get_variable("v", shape=[16, 1024, 1024], initializer=tf.zeros_initializer())
+step = tf.compat.v1.placeholder(tf.float32, [])
+fill = tf.compat.v1.assign(v, tf.fill(v.shape, step))
+saver = tf.compat.v1.train.Saver(sharded=True, max_to_keep=3)
+with tf.compat.v1.Session() as session:
+    for k in range(1, 10_000):
+        session.run(fill, {step: float(k)})
+        saver.save(session, sys.argv[1] + "/model.ckpt", global_step=k)
+        print(k, flush=True)
+"""
+
+
+def test_a_crash_during_a_save_leaves_the_previous_checkpoint_usable(tmp_path):
+    # A process writes checkpoints of a 64 MB variable filled with k, for k = 1, 2, ...,
+    # the way the chief's saver does (sharded); it is killed in the middle of a save.
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    process = subprocess.Popen(
+        [sys.executable, "-c", _SAVE_FOREVER, str(tmp_path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + DEADLINE_SECS
+        saved = 0
+        while saved < 3 and time.monotonic() < deadline:
+            saved = int(process.stdout.readline() or 0)
+        assert saved >= 3, "the saving process did not write three checkpoints"
+        time.sleep(0.05)  # Into the next save (each takes ~0.1-0.5 s here).
+        process.kill()
+    finally:
+        process.kill()
+        process.wait(30)
+    # Whatever the save was doing, the latest checkpoint is complete: it restores, and it
+    # holds the value of its own step everywhere.
+    latest = tf.train.latest_checkpoint(str(tmp_path))
+    k = int(latest.rsplit("-", 1)[1])
+    assert k >= saved
+    value = tf.train.load_checkpoint(latest).get_tensor("v")
+    assert value.shape == (16, 1024, 1024)
+    assert (value == k).all()
