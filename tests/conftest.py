@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import sys
 import time
 import uuid
 
@@ -132,3 +133,34 @@ def wait_for_exit(pids, timeout_secs=15.0):
     while any(process_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     return [pid for pid in pids if process_alive(pid)]
+
+
+def child_env():
+    """The environment of a TensorFlow child process: quiet logs, no inherited TF_CONFIG."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("TF_CONFIG", None)
+    return env
+
+
+def easgd_train_tasks(flags, tasks=(("ps", 0), ("worker", 0), ("worker", 1)), num_workers=2):
+    """`launcher.TaskSpec`s of an easgd-train job in task mode, one ps, on free ports.
+
+    Args:
+        flags: the training flags every task gets.
+        tasks: `(job, index)` of the tasks to make, in the order the launcher starts them.
+        num_workers: workers in the cluster.
+    """
+    from tf_contrib_easgd import cluster, launcher  # noqa: PLC0415
+
+    ps_hosts = (f"localhost:{portpicker.pick_unused_port()}",)
+    worker_hosts = tuple(f"localhost:{portpicker.pick_unused_port()}" for _ in range(num_workers))
+    command = (sys.executable, "-m", "tf_contrib_easgd.train", "--progress_format=json", *flags)
+    return [
+        launcher.TaskSpec(
+            job,
+            index,
+            command + tuple(cluster.TaskConfig(ps_hosts, worker_hosts, job, index).to_flags()),
+            finishes=job == cluster.WORKER,
+        )
+        for job, index in tasks
+    ]

@@ -9,14 +9,13 @@ test split.
 """
 
 import os
-import sys
 
 import numpy as np
-import portpicker
 import pytest
 import tensorflow as tf
+from conftest import child_env, easgd_train_tasks
 
-from tf_contrib_easgd import cluster, data, launcher, models, progress
+from tf_contrib_easgd import data, launcher, models, progress
 
 STEPS = 200
 TIMEOUT_SECS = 240  # Three TensorFlow imports on 2 cores take ~30 s; training ~5 s.
@@ -24,28 +23,20 @@ TIMEOUT_SECS = 240  # Three TensorFlow imports on 2 cores take ~30 s; training ~
 
 @pytest.mark.e2e
 def test_three_processes_train_and_a_plain_model_restores_the_centre(tmp_path):
-    ps_hosts = (f"localhost:{portpicker.pick_unused_port()}",)
-    worker_hosts = tuple(f"localhost:{portpicker.pick_unused_port()}" for _ in range(2))
-    command = (
-        sys.executable, "-m", "tf_contrib_easgd.train", f"--steps={STEPS}",
-        "--log_every_steps=100", "--communication_period=10", f"--model_dir={tmp_path}",
-        "--progress_format=json", "--timeout_secs=120",
-    )  # fmt: skip
-    tasks = [
-        launcher.TaskSpec(
-            job,
-            index,
-            command + tuple(cluster.TaskConfig(ps_hosts, worker_hosts, job, index).to_flags()),
-            finishes=job == "worker",
-        )
-        for job, index in (("ps", 0), ("worker", 1), ("worker", 0))
-    ]
+    tasks = easgd_train_tasks(
+        (
+            f"--steps={STEPS}",
+            "--log_every_steps=100",
+            "--communication_period=10",
+            f"--model_dir={tmp_path}",
+            "--timeout_secs=120",
+        ),  # fmt: skip
+        tasks=(("ps", 0), ("worker", 1), ("worker", 0)),
+    )
     events = []
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    env.pop("TF_CONFIG", None)
     with launcher.LocalCluster(
         tasks,
-        env=env,
+        env=child_env(),
         log_dir=str(tmp_path / "logs"),
         on_line=lambda task, line: events.append(progress.parse_event(line)),
         stall_timeout_secs=TIMEOUT_SECS,

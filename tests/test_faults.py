@@ -19,8 +19,9 @@ import time
 import portpicker
 import pytest
 import tensorflow as tf
+from conftest import child_env, easgd_train_tasks
 
-from tf_contrib_easgd import cluster, launcher, progress, task
+from tf_contrib_easgd import launcher, progress, task
 
 STEPS = 1000
 PERIOD = 10
@@ -38,30 +39,22 @@ class Job:
     """A ps and two workers of easgd-train as child processes; events collected per task."""
 
     def __init__(self, model_dir, *extra_flags):
-        ps_hosts = (f"localhost:{portpicker.pick_unused_port()}",)
-        worker_hosts = tuple(f"localhost:{portpicker.pick_unused_port()}" for _ in range(2))
-        command = (
-            sys.executable, "-m", "tf_contrib_easgd.train", f"--steps={STEPS}",
-            "--log_every_steps=50", f"--communication_period={PERIOD}",
-            f"--model_dir={model_dir}", "--progress_format=json",
-            f"--timeout_secs={TIMEOUT_SECS}", "--eval_every_steps=0", *extra_flags,
-        )  # fmt: skip
-        tasks = [
-            launcher.TaskSpec(
-                job,
-                index,
-                command + tuple(cluster.TaskConfig(ps_hosts, worker_hosts, job, index).to_flags()),
-                finishes=job == cluster.WORKER,
-            )
-            for job, index in ((cluster.PS, 0), (cluster.WORKER, 0), (cluster.WORKER, 1))
-        ]
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        env.pop(cluster.TF_CONFIG, None)
+        tasks = easgd_train_tasks(
+            (
+                f"--steps={STEPS}",
+                "--log_every_steps=50",
+                f"--communication_period={PERIOD}",
+                f"--model_dir={model_dir}",
+                f"--timeout_secs={TIMEOUT_SECS}",
+                "--eval_every_steps=0",
+                *extra_flags,
+            )  # fmt: skip
+        )
         self.model_dir = str(model_dir)
         self.events = []
         self.cluster = launcher.LocalCluster(
             tasks,
-            env=env,
+            env=child_env(),
             log_dir=os.path.join(self.model_dir, "logs"),
             on_line=self._on_line,
             stall_timeout_secs=DEADLINE_SECS,
@@ -264,8 +257,7 @@ def test_a_worker_gives_up_on_a_parameter_server_that_never_comes_up(tmp_path):
         f"--ps_hosts={ps}", f"--worker_hosts={worker}", f"--model_dir={tmp_path}",
         "--timeout_secs=3",
     ]  # fmt: skip
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    env.pop(cluster.TF_CONFIG, None)
+    env = child_env()
     result = subprocess.run(
         command, env=env, capture_output=True, text=True, timeout=DEADLINE_SECS, check=False
     )
@@ -281,8 +273,7 @@ def test_local_mode_restarts_a_crashed_worker(tmp_path):
         "--log_every_steps=50", f"--model_dir={tmp_path}", f"--timeout_secs={TIMEOUT_SECS}",
         "--eval_every_steps=0",
     ]  # fmt: skip
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    env.pop(cluster.TF_CONFIG, None)
+    env = child_env()
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -332,10 +323,9 @@ with tf.compat.v1.Session() as session:
 def test_a_crash_during_a_save_leaves_the_previous_checkpoint_usable(tmp_path):
     # A process writes checkpoints of a 64 MB variable filled with k, for k = 1, 2, ...,
     # the way the chief's saver does (sharded); it is killed in the middle of a save.
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     process = subprocess.Popen(
         [sys.executable, "-c", _SAVE_FOREVER, str(tmp_path)],
-        env=env,
+        env=child_env(),
         stdout=subprocess.PIPE,
         text=True,
     )
