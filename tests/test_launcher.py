@@ -249,7 +249,7 @@ def test_ctrl_c_or_sigterm_to_the_launcher_stops_every_child(signum, reason):
         os.kill(driver.pid, signum)
         with pytest.raises(launcher.TaskFailedError) as caught:
             cluster.supervise()
-    assert caught.value.returncode == 130
+    assert caught.value.returncode == 130, list(caught.value.tail)
     assert f"interrupted {reason}" in caught.value.tail
     assert wait_for_exit(pids) == []
 
