@@ -337,8 +337,9 @@ def render(results, plots):
         f"- Date: {results['date']}; duration {results.get('duration_secs', 0) / 60:.0f} min",
         f"- Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory']}; "
         f"{machine['os']}; Python {machine['python']}, TensorFlow {machine['tensorflow']}",
-        f"- Load average (1, 5, 15 min) before: {load_before}; after: {load_after}. Other "
-        "jobs shared the machine: compare ratios within a table, not across runs.",
+        f"- Load average (1, 5, 15 min) before: {load_before}; after: {load_after} (the "
+        "run's own ps, workers and driver count in the latter). Compare ratios within a "
+        "table, not across runs.",
         f"- Cluster: 1 ps + {results['workers']} workers, each a separate OS process, "
         "talking gRPC over loopback"
         + (
@@ -353,7 +354,9 @@ def render(results, plots):
         "|---|---|---|",
     ]
     cores = machine["cores"] or 1
-    overloaded = max(results["load_before"][0], *results.get("load_after", [0])[:2]) > cores
+    # The run itself keeps 3-4 processes busy, so only the load before it tells whether
+    # other jobs were running.
+    overloaded = results["load_before"][0] > cores
     for target, measured, flag in targets(results):
         status = _met(flag)
         if overloaded and "steps" not in target and target.startswith("EASGD tau"):
@@ -529,14 +532,15 @@ Known costs and limits:
 
 - `RemoteCall` ships its arguments inside the RunGraph request as protobuf tensors, which
   copies each tensor several times on both sides; TF's RecvTensor path (what a ps partition
-  uses) is close to zero-copy. Measured on this machine with the 2.9 M model, a round trip
-  of all parameters costs about 2-3x as much through `RemoteCall` (50-90 ms) as a read plus
-  a write through RecvTensor (23-26 ms), so an exchange step is dearer than in the naive
-  design: compare `easgd-1` with `async`, which move the same bytes per step. At period 10
-  the saving on the nine other steps roughly balances it; at larger periods it wins.
-- Calls to several ps tasks are made one after the other: two `RemoteCall`s of one step in
-  flight at once hung TensorFlow 2.21 when the servers shared one process (in-process test
-  clusters). Separate ps processes would allow them in parallel.
+  uses) is close to zero-copy. An exchange step is therefore dearer than a step of
+  asynchronous SGD, which moves the same bytes: compare `easgd-1` with `async` in the
+  throughput tables. At period 10 the nine free steps more than make up for it against
+  `async`, but the exchange still keeps `easgd-10` below 0.9 x the local-only ceiling on the
+  2.9 M model; a cheaper transport for the exchange is the open work.
+- Calls to several ps tasks are made one after the other. (What looked like a hang of two
+  calls in flight at once was the in-process deadlock of README.md's "A whole cluster in one
+  process": a worker's first call waits on a thread of the process's inter-op pool until
+  the ps registered the function. Separate ps processes would allow parallel calls.)
 - One RPC carries all of a task's centres; gRPC's limit of 2 GB per message therefore
   bounds the centres a single ps task may hold (use more ps tasks beyond that)."""
 

@@ -356,23 +356,14 @@ def run_worker(task, config, reporter, started_at):
             os.path.join(config.model_dir, f"worker_{task.task_index}"),
             graph=g.graph if task.is_chief else None,
         )
+        worker = _Worker(
+            task, config, server, session_config, g, dataset, images, labels, reporter,
+            writer, started_at,
+        )  # fmt: skip
         state = _TrainState()
         while True:
             try:
-                outcome = _run_session(
-                    server,
-                    g,
-                    task,
-                    config,
-                    session_config,
-                    dataset,
-                    images,
-                    labels,
-                    reporter,
-                    writer,
-                    state,
-                    started_at,
-                )
+                outcome = _run_session(worker, state)
                 break
             except Exception as error:
                 if not is_recoverable_error(error):
@@ -433,6 +424,23 @@ def run_worker(task, config, reporter, started_at):
     return summary
 
 
+@dataclasses.dataclass(frozen=True)
+class _Worker:
+    """What the sessions of one worker share, from start to end."""
+
+    task: object  # cluster.TaskConfig
+    config: object  # train.TrainConfig
+    server: tf.compat.v1.train.Server
+    session_config: tf.compat.v1.ConfigProto
+    g: WorkerGraph
+    dataset: data.Dataset
+    images: np.ndarray
+    labels: np.ndarray
+    reporter: object  # progress.Reporter
+    writer: tf.compat.v1.summary.FileWriter
+    started_at: float
+
+
 @dataclasses.dataclass
 class _TrainState:
     """What a worker has done so far; it outlives the sessions that recoveries replace."""
@@ -449,15 +457,13 @@ def _first_line(error):
     return lines[0] if lines else ""
 
 
-def _run_session(
-    server, g, task, config, session_config, dataset, images, labels, reporter, writer, state,
-    started_at,
-):  # fmt: skip
+def _run_session(worker, state):
     """Trains in one `MonitoredTrainingSession` until `config.steps`; the chief then exports.
 
     Returns:
         For the chief, `(local_steps, checkpoint, export_path, exchanges)`; else None.
     """
+    g, task, config, reporter = worker.g, worker.task, worker.config, worker.reporter
     # Checkpoints are written by `_save_checkpoint`, not by MonitoredTrainingSession's
     # CheckpointSaverHook: that hook reads global_step from the parameter server at every
     # step, which halves the chief's speed here. Nor does the session restore them itself:
@@ -468,7 +474,7 @@ def _run_session(
     if task.is_chief:
         init_fn = functools.partial(_chief_init_fn, g=g, model_dir=config.model_dir, state=state)
     with tf.compat.v1.train.MonitoredTrainingSession(
-        master=server.target,
+        master=worker.server.target,
         is_chief=task.is_chief,
         scaffold=tf.compat.v1.train.Scaffold(
             saver=g.saver, init_op=g.scaffold_init, init_fn=init_fn
@@ -479,13 +485,13 @@ def _run_session(
         save_summaries_steps=None,
         save_summaries_secs=None,
         log_step_count_steps=None,
-        config=session_config,
+        config=worker.session_config,
         max_wait_secs=config.timeout_secs,
     ) as sess:
-        reporter.event("started", **_start_report(sess, g, task, state, started_at))
+        reporter.event("started", **_start_report(sess, g, task, state, worker.started_at))
         train_started = time.monotonic()
         try:
-            _train(sess, g, task, config, dataset, images, labels, reporter, writer, state)
+            _train(sess, worker, state)
         finally:
             state.train_secs += time.monotonic() - train_started
         reporter.event(
@@ -599,26 +605,24 @@ def _raw_session(sess):
     return sess.run_step_fn(lambda step_context: step_context.session)
 
 
-def _train(sess, g, task, config, dataset, images, labels, reporter, writer, state):
+def _train(sess, worker, state):
     """The session loop: local steps from `state.step` on, until `config.steps`."""
+    g, task, config, dataset = worker.g, worker.task, worker.config, worker.dataset
+    images, labels, reporter, writer = worker.images, worker.labels, worker.reporter, worker.writer
     batches = data.batches(
         images, labels, config.batch_size, seed=(config.seed, task.task_index, state.step)
     )
     step = state.step
     mark_step, mark_time, losses = step, time.monotonic(), []
-    # The session's operation timeout does not cover a parameter server cut off without
-    # closing the connection (the exchange's remote call, a read of global_step): such a
-    # step would wait forever. A step deadline makes it fail after `timeout_secs`.
-    options = tf.compat.v1.RunOptions(timeout_in_ms=int(config.timeout_secs * 1000))
     while step < config.steps and not sess.should_stop():
         x, y = next(batches)
-        loss, _ = sess.run([g.loss, g.train_op], {g.images: x, g.labels: y}, options=options)
+        loss, _ = sess.run([g.loss, g.train_op], {g.images: x, g.labels: y})
         losses.append(loss)
         step += 1
         state.step = step
         last = step == config.steps
         if step % config.log_every_steps == 0 or last:
-            distance, exchanges = sess.run([g.distance, g.global_step], options=options)
+            distance, exchanges = sess.run([g.distance, g.global_step])
             now = time.monotonic()
             rate = (step - mark_step) / max(now - mark_time, 1e-9)
             loss = float(np.mean(losses))
