@@ -178,14 +178,18 @@ def test_a_restarted_ps_gets_the_centre_back_from_the_latest_checkpoint(tmp_path
         job.restart("ps 0")
         summary = job.finish()
 
-    # Both workers saw the lost ps, waited for it and went on in a new session.
-    for name in ("worker 0", "worker 1"):
-        assert len(job.of(name, "recovering")) == 1
-        assert job.of(name, "started")[-1]["recoveries"] == 1
+    # The chief saw the lost ps (its next exchange failed, or reached the new, empty ps),
+    # waited for it and went on in a new session. Worker 1 either did the same or, when its
+    # exchange was waiting for the connection to come back, went on once it came back
+    # after the chief's restore (seen in CI: stalled 35 s, then on at full speed).
+    recoveries = len(job.of("worker 0", "recovering"))
+    assert 1 <= recoveries <= 2
+    assert job.of("worker 0", "started")[-1]["recoveries"] == recoveries
+    assert len(job.of("worker 1", "recovering")) <= 2
     # The chief's new session found the centre gone and restored the checkpoint of its
     # step 400, exactly: the global_step and a digest of every centre variable read right
     # after the restore equal the checkpoint's.
-    restored = job.of("worker 0", "started")[-1]
+    [restored] = [e for e in job.of("worker 0", "started") if e["restored_from"]]
     step = restored["restored_global_step"]
     # (The file name carries global_step as the saver read it before writing the
     # variables; an exchange of worker 1 may come in between, so it can be 1 lower.)
@@ -210,7 +214,7 @@ def test_a_restarted_ps_gets_the_centre_back_from_the_latest_checkpoint(tmp_path
     assert 0 < step < lost_at
     assert lost_at - step <= 2 * (550 - 400) // PERIOD + 10
     assert summary["local_steps"] == {"0": STEPS, "1": STEPS}
-    assert summary["chief_recoveries"] == 1
+    assert summary["chief_recoveries"] == recoveries
     assert summary["test_accuracy"] > MIN_ACCURACY
 
 

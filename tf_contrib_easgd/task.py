@@ -366,7 +366,7 @@ def run_worker(task, config, reporter, started_at):
                 outcome = _run_session(worker, state)
                 break
             except Exception as error:
-                if not is_recoverable_error(error):
+                if not (is_recoverable_error(error) or _met_a_restarted_ps(error)):
                     raise
                 # A parameter server went away. Wait until it answers again, then start a
                 # new session: the chief restores the centre from the latest checkpoint if
@@ -449,6 +449,19 @@ class _TrainState:
     train_secs: float = 0.0
     recoveries: int = 0
     restored: dict = dataclasses.field(default_factory=dict)
+
+
+def _met_a_restarted_ps(error):
+    """Whether `error` says a variable on a ps is uninitialised: the ps was restarted.
+
+    A call that waited for a lost ps to come back (gRPC waits for the connection) reaches a
+    new, empty ps before the chief has restored the centre into it. A new session then
+    fixes it: the chief restores, the other workers wait until it has.
+    """
+    if not isinstance(error, tf.errors.FailedPreconditionError):
+        return False
+    message = str(error).lower()
+    return "uninitialized" in message or "uninitialised" in message or "not initialized" in message
 
 
 def _first_line(error):
