@@ -150,6 +150,7 @@ def easgd_train_tasks(flags, tasks=(("ps", 0), ("worker", 0), ("worker", 1)), nu
         tasks: `(job, index)` of the tasks to make, in the order the launcher starts them.
         num_workers: workers in the cluster.
     """
+    # Imported here: at module level `cluster` would clash with the fixture of that name.
     from tf_contrib_easgd import cluster, launcher  # noqa: PLC0415
 
     ps_hosts = (f"localhost:{portpicker.pick_unused_port()}",)

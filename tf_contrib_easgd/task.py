@@ -545,12 +545,11 @@ def _chief_init_fn(scaffold, session, g, model_dir, state):
         state.restored = {"restored_from": None}
         return
     g.saver.restore(session, checkpoint)
-    names = sorted(v.op.name for v in g.centres)
-    step, values = session.run([g.global_step, sorted(g.centres, key=lambda v: v.op.name)])
+    step, centre = session.run([g.global_step, _centre_by_name(g)])
     state.restored = {
         "restored_from": os.path.basename(checkpoint),
         "restored_global_step": int(step),
-        "restored_centre_sha256": centre_digest(dict(zip(names, values, strict=True))),
+        "restored_centre_sha256": centre_digest(centre),
     }
 
 
@@ -562,20 +561,26 @@ def _start_report(sess, g, task, state, started_at):
     into the worker (0). The chief adds `centre_sha256`, a digest of the centre as it is on
     the parameter servers (after a restore: as in the checkpoint; see `centre_digest`).
     """
-    centres = {v.op.name: v for v in g.centres}
-    names = sorted(centres) if task.is_chief else []
-    values = _raw_session(sess).run([g.global_step, g.distance, [centres[n] for n in names]])
+    fetches = {"global_step": g.global_step, "distance": g.distance}
+    if task.is_chief:
+        fetches["centre"] = _centre_by_name(g)
+    values = _raw_session(sess).run(fetches)
     report = {
         "startup_secs": time.monotonic() - started_at,
         "step": state.step,
         "recoveries": state.recoveries,
-        "global_step": int(values[0]),
-        "distance": float(values[1]),
+        "global_step": int(values["global_step"]),
+        "distance": float(values["distance"]),
     }
     if task.is_chief:
-        report["centre_sha256"] = centre_digest(dict(zip(names, values[2], strict=True)))
+        report["centre_sha256"] = centre_digest(values["centre"])
         report.update(state.restored)
     return report
+
+
+def _centre_by_name(g):
+    """`{variable name: global centre}`, a fetch whose value `centre_digest` takes."""
+    return {v.op.name: v for v in g.centres}
 
 
 def centre_digest(arrays_by_name):
