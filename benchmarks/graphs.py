@@ -9,6 +9,11 @@ Configurations (names as in the tables):
   moving rate (0.9 / P / workers); `easgd-P-alphaA` sets the moving rate to A.
 - `naive-easgd-P`: the same algorithm with the first, per-step cross-device `tf.cond`
   exchange (`naive_easgd.py`), for comparison.
+
+Every worker session shares the cluster's devices (`share_cluster_devices_in_session`), so
+EASGD's exchanges call the ps directly (tf_contrib_easgd/transport.py), except in
+`easgd-P-remotecall`: a session without that setting, whose exchanges go by `RemoteCall`
+(what a TF1 script that does not set it gets).
 """
 
 import dataclasses
@@ -20,7 +25,7 @@ from benchmarks import models
 from benchmarks.naive_easgd import NaiveElasticAverageOptimizer
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 
-_EASGD = re.compile(r"^(naive-)?easgd-(\d+)(?:-alpha([0-9.]+))?$")
+_EASGD = re.compile(r"^(naive-)?easgd-(\d+)(?:-alpha([0-9.]+))?(-remotecall)?$")
 BASELINES = ("local", "async", "sync")
 
 
@@ -29,8 +34,8 @@ def check_config(name):
     if name not in BASELINES and not _EASGD.match(name):
         raise ValueError(
             f"Unknown configuration {name!r}; valid values are {list(BASELINES)}, "
-            "'easgd-P', 'easgd-P-alphaA' and 'naive-easgd-P' for a period P >= 1 and a "
-            "moving rate A."
+            "'easgd-P', 'easgd-P-alphaA', 'easgd-P-remotecall' and 'naive-easgd-P' for a "
+            "period P >= 1 and a moving rate A."
         )
 
 
@@ -45,6 +50,8 @@ class Built:
         worker_init: ops the other workers run one after the other, after worker 0's.
         shared_params: name -> tensor of the shared model (centre, ps variables or own).
         sync_optimizer: the `SyncReplicasOptimizer` of `sync`, else None.
+        easgd_optimizer: the `ElasticAverageOptimizer` of EASGD configurations, else None.
+        share_devices: whether the worker's session shares the cluster's devices.
     """
 
     graph: tf.Graph
@@ -53,6 +60,8 @@ class Built:
     worker_init: list
     shared_params: dict
     sync_optimizer: object = None
+    easgd_optimizer: object = None
+    share_devices: bool = True
 
 
 def build(
@@ -111,7 +120,7 @@ def build(
                 worker_init += [sync.local_step_init_op]
             return Built(graph, train_op, chief_init, worker_init, params, sync)
 
-        naive, period, moving_rate = _EASGD.match(config).groups()
+        naive, period, moving_rate, remote_call = _EASGD.match(config).groups()
         getter = ElasticAverageCustomGetter(worker_device)
         with (
             tf.compat.v1.device(setter),
@@ -134,4 +143,4 @@ def build(
             worker_init = [tf.compat.v1.local_variables_initializer(), opt.get_init_op(task_index)]
             chief_init = [tf.compat.v1.global_variables_initializer(), *worker_init]
         centres = {name: getter.find(v).global_center for name, v in params.items()}
-        return Built(graph, train_op, chief_init, worker_init, centres)
+        return Built(graph, train_op, chief_init, worker_init, centres, None, opt, not remote_call)

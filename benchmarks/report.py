@@ -460,10 +460,14 @@ Configurations: `local` = workers with their own variables and no ps (the ceilin
 `async` = TF1 between-graph replication with the variables on the ps, plain SGD (DOWNPOUR);
 `sync` = the same with `SyncReplicasOptimizer` aggregating every worker's gradient;
 `easgd-P` = `ElasticAverageOptimizer(GradientDescentOptimizer)` with communication period P,
-`rho=0`; `naive-easgd-P` = the same algorithm with the first exchange design (a per-step
-`tf.cond` whose branch has ops on the ps, `benchmarks/naive_easgd.py`), kept for comparison.
-Every worker process serves its own session (`tf.compat.v1.Session(server.target)`, device
-filters as in API.md), as TF1 scripts do."""
+`rho=0`, its exchanges calling the ps directly (the `direct` transport of README.md);
+`easgd-P-remotecall` = the same in a session without `share_cluster_devices_in_session`,
+whose exchanges go by `RemoteCall`; `naive-easgd-P` = the same algorithm with the first
+exchange design (a per-step `tf.cond` whose branch has ops on the ps,
+`benchmarks/naive_easgd.py`), kept for comparison. Every worker process serves its own
+session (`tf.compat.v1.Session(server.target)`, device filters as in API.md, and
+`share_cluster_devices_in_session=True` except in `easgd-P-remotecall`), as TF1 scripts do;
+EASGD workers then run `choose_exchange_transport`, as the optimizer's hook does."""
 
 _STATIC_THROUGHPUT = """\
 Each round runs every configuration once (forward order on even rounds, backward on odd
@@ -517,32 +521,47 @@ the byte counts show the dead tensors' cost, about 8 KB per step (`naive-easgd-1
 task holding centres it defines a function (`tf.function`, traced once) that does the ps
 half of the exchange where the centres live: read each centre, `d = alpha * (x - c)`,
 `c += d`, then `global_step += 1` if the step lives there, and return the centres read. The
-worker runs it with a `RemoteCall` op placed on the worker, behind one worker-local
-Switch (`run_if` in exchange.py, the gating of a v1 `tf.cond` without a Switch per
-captured variable). A step that does not exchange therefore runs one partition, on the worker, and
-sends nothing (`tests/test_exchange.py` checks this through `RunMetadata`: one partition
-graph, no ps device in the step stats). An exchange step sends one RPC per ps task carrying
-the worker's values and returning the centres; the worker sets its local centres and
-applies the same `d`. The function addresses each centre by container and shared name, as
-the variable's own op does, so it works for ref variables (TF1 mode, `VariableV2`) and
-resource variables (TF2 graph mode, `VarHandleOp`). Public API and results are unchanged:
-the existing trajectory tests pass as they were.
+worker calls it with an op placed on the worker, behind one worker-local Switch (`run_if`
+in exchange.py, the gating of a v1 `tf.cond` without a Switch per captured variable). A
+step that does not exchange therefore runs one partition, on the worker, and sends nothing
+(`tests/test_exchange.py` checks this through `RunMetadata`: one partition graph, no ps
+device in the step stats). An exchange step calls each ps task once with the worker's
+values and gets the centres back; the worker sets its local centres and applies the same
+`d`. The function addresses each centre by container and shared name, as the variable's own
+op does, so it works for ref variables (TF1 mode, `VariableV2`) and resource variables (TF2
+graph mode, `VarHandleOp`). Public API and results are unchanged: the existing trajectory
+tests pass as they were.
+
+The call has two transports (`tf_contrib_easgd/transport.py`), both in the graph behind a
+second worker-local Switch on a local variable:
+
+- `RemoteCall` (`easgd-P-remotecall`) works in every session but ships its arguments and
+  results inside the RunGraph messages as protobuf tensors, which copies each tensor several
+  times on both sides. One worker alone, an exchange of the 2.9 M model took 44 ms this way
+  in TF1 mode (60 ms in TF2 graph mode).
+- The direct call (`easgd-P`) is a `StatefulPartitionedCall` of the same function with its
+  ops pinned to the ps task and marked `_noinline`, so that the session does not inline it
+  into the step's graph (which would give every step a ps partition again). The worker's
+  function runtime runs the ps part on the ps and moves the tensors with Send/Recv, TF's
+  RecvTensor path that a ps partition uses, close to zero-copy: 27 ms for the same exchange
+  (32 ms in TF2 graph mode). It needs the worker's session to know the ps devices,
+  `share_cluster_devices_in_session=True`; the optimizer's hook probes for that after each
+  session creation and keeps `RemoteCall` when the probe fails.
 
 Known costs and limits:
 
-- `RemoteCall` ships its arguments inside the RunGraph request as protobuf tensors, which
-  copies each tensor several times on both sides; TF's RecvTensor path (what a ps partition
-  uses) is close to zero-copy. An exchange step is therefore dearer than a step of
-  asynchronous SGD, which moves the same bytes: compare `easgd-1` with `async` in the
-  throughput tables. At period 10 the nine free steps more than make up for it against
-  `async`, but the exchange still keeps `easgd-10` below 0.9 x the local-only ceiling on the
-  2.9 M model; a cheaper transport for the exchange is the open work.
+- With two workers and the ps on two cores, every copy an exchange makes is taken from the
+  workers' compute: the direct call removes the protobuf copies, but an exchange still
+  reads and writes each variable several times on both sides (snapshot, difference,
+  updates), besides the kernel's loopback copies. That is what keeps `easgd-10` near, not
+  at, the local-only ceiling on the 2.9 M model.
 - Calls to several ps tasks are made one after the other. (What looked like a hang of two
   calls in flight at once was the in-process deadlock of README.md's "A whole cluster in one
   process": a worker's first call waits on a thread of the process's inter-op pool until
   the ps registered the function. Separate ps processes would allow parallel calls.)
-- One RPC carries all of a task's centres; gRPC's limit of 2 GB per message therefore
-  bounds the centres a single ps task may hold (use more ps tasks beyond that)."""
+- With `RemoteCall`, one RPC carries all of a task's centres; gRPC's limit of 2 GB per
+  message therefore bounds the centres a single ps task may hold (use more ps tasks beyond
+  that)."""
 
 
 def main(argv):

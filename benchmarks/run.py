@@ -48,9 +48,9 @@ FLAGS = flags.FLAGS
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PERIODS = (1, 4, 10, 64)
 EASGD = tuple(f"easgd-{p}" for p in PERIODS)
-FULL_CONFIGS = ("local", "async", "sync", *EASGD, "naive-easgd-10")
+FULL_CONFIGS = ("local", "async", "sync", *EASGD, "easgd-10-remotecall", "naive-easgd-10")
 QUICK_CONFIGS = ("local", "async", "sync", "easgd-1", "easgd-10", "easgd-64")
-TF2_CONFIGS = ("local", "async", "easgd-10", "naive-easgd-10")
+TF2_CONFIGS = ("local", "async", "easgd-10", "easgd-10-remotecall", "naive-easgd-10")
 # (configuration, workers; None: all). EASGD with the paper's moving rate (beta = p * alpha =
 # 0.9, so alpha = 0.9 / p) and with the library's default (0.9 / period / p).
 PAPER_EASGD = "easgd-10-alpha0.45"
@@ -168,10 +168,23 @@ def _build(cluster, config, model, workers, learning_rate=0.01):
         "container": container,
         "learning_rate": learning_rate,
     }
-    cluster.call(workers[0], "build", CALL_TIMEOUT_SECS, **arguments)
+    answers = [cluster.call(workers[0], "build", CALL_TIMEOUT_SECS, **arguments)]
     if len(workers) > 1:
-        cluster.call_all(workers[1:], "build", CALL_TIMEOUT_SECS, **arguments)
+        answers += cluster.call_all(workers[1:], "build", CALL_TIMEOUT_SECS, **arguments)
+    expected = _expected_transport(config)
+    transports = [answer.get("transport") for answer in answers]
+    if any(transport != expected for transport in transports):
+        raise RuntimeError(f"{config}: exchange transports {transports}, expected {expected}")
     return container
+
+
+def _expected_transport(config):
+    """How the exchanges of `config` must go (graphs.py), or None for no EASGD optimizer."""
+    if config.startswith("easgd-"):
+        return "remote_call" if config.endswith("-remotecall") else "direct"
+    if config.startswith("naive-easgd-"):
+        return "none"  # Its own exchange: ops on the ps inside a cond, no call.
+    return None
 
 
 def _release(cluster, workers, container):

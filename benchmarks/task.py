@@ -93,17 +93,21 @@ class Worker:
             config=tf.compat.v1.ConfigProto(
                 device_filters=["/job:ps", f"/job:worker/task:{self.index}"],
                 operation_timeout_in_ms=OPERATION_TIMEOUT_MS,
+                share_cluster_devices_in_session=self.built.share_devices,
             ),
         )
         for op in self.built.chief_init if self.index == 0 else self.built.worker_init:
             self.session.run(op)
+        transport = None
+        if self.built.easgd_optimizer is not None:
+            transport = self.built.easgd_optimizer.choose_exchange_transport(self.session)
         sync = self.built.sync_optimizer
         if sync is not None and self.index == 0:
             self.coordinator = tf.train.Coordinator()
             self.threads = sync.get_chief_queue_runner().create_threads(
                 self.session, coord=self.coordinator, daemon=True, start=True
             )
-        return {"build_secs": time.monotonic() - started}
+        return {"build_secs": time.monotonic() - started, "transport": transport}
 
     def run(self, start_at, seconds):
         """Steps until wall time `start_at`, then counts the steps of the next `seconds`."""

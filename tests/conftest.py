@@ -79,17 +79,22 @@ class InProcessCluster:
         """The session target of worker `index`."""
         return self.servers["worker", index].target
 
-    def session_config(self, index):
-        """A ConfigProto that lets worker `index` see only the ps tasks and itself."""
+    def session_config(self, index, share_devices=False):
+        """A ConfigProto that lets worker `index` see only the ps tasks and itself.
+
+        With `share_devices`, it also has `share_cluster_devices_in_session` (exchanges can
+        then call the ps directly; tf_contrib_easgd/transport.py).
+        """
         return tf.compat.v1.ConfigProto(
             device_filters=["/job:ps", f"/job:worker/task:{index}"],
             operation_timeout_in_ms=OPERATION_TIMEOUT_MS,
+            share_cluster_devices_in_session=share_devices,
         )
 
-    def session(self, index, graph):
-        """A session of worker `index` on `graph`."""
+    def session(self, index, graph, share_devices=False):
+        """A session of worker `index` on `graph` (see `session_config`)."""
         return tf.compat.v1.Session(
-            self.target(index), graph=graph, config=self.session_config(index)
+            self.target(index), graph=graph, config=self.session_config(index, share_devices)
         )
 
 

@@ -166,9 +166,13 @@ def test_worker_session_does_not_wait_for_a_dead_worker(world, container):
         worker.close()
 
 
-def test_hook_in_monitored_training_session(world, cluster, container):
+@pytest.mark.parametrize("share_devices", [False, True])
+def test_hook_in_monitored_training_session(world, cluster, container, share_devices):
     # The chief trains 4 steps at tau 2 under MonitoredTrainingSession; then worker 1 joins
-    # as a non-chief and the hook starts it from the centre the chief left.
+    # as a non-chief and the hook starts it from the centre the chief left. The hook also
+    # picks the exchange transport the session config allows (transport.py).
+    transport = "direct" if share_devices else "remote_call"
+
     def build(index):
         getter = ElasticAverageCustomGetter(f"/job:worker/task:{index}")
         with worker_scope(cluster.spec, index, getter, container):
@@ -187,7 +191,7 @@ def test_hook_in_monitored_training_session(world, cluster, container):
             master=cluster.target(index),
             is_chief=index == 0,
             hooks=[hook],
-            config=cluster.session_config(index),
+            config=cluster.session_config(index, share_devices),
             log_step_count_steps=None,
             save_summaries_steps=None,
         )
@@ -195,6 +199,7 @@ def test_hook_in_monitored_training_session(world, cluster, container):
     with tf.Graph().as_default():
         reads, train_op, hook = build(0)
         with session(0, hook) as sess:
+            assert hook.exchange_transport == transport
             for _ in range(4):
                 sess.run(train_op)
             _, chief_centre, steps = sess.run(reads)
@@ -203,4 +208,5 @@ def test_hook_in_monitored_training_session(world, cluster, container):
     with tf.Graph().as_default():
         reads, _, hook = build(1)
         with session(1, hook) as sess:
+            assert hook.exchange_transport == transport
             np.testing.assert_array_equal(sess.run(reads[0]), chief_centre)

@@ -52,6 +52,8 @@ def test_three_processes_train_and_a_plain_model_restores_the_centre(tmp_path):
 
     events = [event for event in events if event]
     started = {e["task"]: e["time"] for e in events if e["event"] == "started"}
+    # easgd-train's worker sessions share the cluster's devices: exchanges call the ps directly.
+    assert {e["transport"] for e in events if e["event"] == "started"} == {"direct"}
     # MonitoredTrainingSession alone sleeps 30 s after a failed readiness check; worker 1
     # polls first, so its session is ready within seconds of the chief's.
     assert started["worker 1"] - started["worker 0"] < 10

@@ -54,7 +54,7 @@ def _build(cluster_spec, container="", period=10, shapes=((3,), (2, 2))):
 
 @pytest.mark.parametrize("period", [1, 10])
 def test_train_op_has_no_op_on_a_parameter_server(world, period):
-    with tf.Graph().as_default():
+    with tf.Graph().as_default() as graph:
         getter, _, global_step, _, train_op = _build(CLUSTER, period=period)
         # The centres and the global step do live on the ps tasks ...
         centres = [e.global_center for e in getter.centered_variables()]
@@ -65,6 +65,19 @@ def test_train_op_has_no_op_on_a_parameter_server(world, period):
         assert jobs == {"worker"}
         calls = [op for op in _closure(train_op) if op.type == "RemoteCall"]
         assert calls, "the exchange must be a RemoteCall from the worker"
+        # The direct calls (transport.py) are worker ops too; their functions are never
+        # inlined into the step's graph, where they would give it a ps partition.
+        direct = [op for op in _closure(train_op) if op.type == "StatefulPartitionedCall"]
+        assert sorted(op.name.rsplit("/", 1)[-1] for op in direct) == sorted(
+            c.name.rsplit("/", 1)[-1] + "_direct" for c in calls
+        )
+        library = {f.signature.name: f for f in graph.as_graph_def().library.function}
+        for op in direct:
+            function = library[op.get_attr("f").name]
+            assert function.attr["_noinline"].b
+            # Every op but the Identity/NoOp that tf.function adds around the outputs.
+            devices = {n.device for n in function.node_def if n.op not in ("Identity", "NoOp")}
+            assert devices and all(d.startswith("/job:ps/") for d in devices), devices
 
 
 def test_one_call_per_task_in_a_fixed_order(world):
@@ -118,20 +131,24 @@ def _traced_step(session, train_op):
 
 
 @pytest.mark.cluster
-def test_non_exchange_steps_touch_no_remote_device(world, cluster, container):
+@pytest.mark.parametrize("transport", ["remote_call", "direct"])
+def test_non_exchange_steps_touch_no_remote_device(world, cluster, container, transport):
     # Period 3: steps 1 and 2 do not exchange, step 3 does. What the session ran is read
     # from RunMetadata: partition graphs (one per task that takes part) and step stats.
+    # Either transport: the session config decides which one the probe keeps.
     with tf.Graph().as_default() as graph:
-        getter, variables, global_step, _, train_op = _build(
+        getter, variables, global_step, opt, train_op = _build(
             cluster.spec, container, period=3, shapes=((1000,), (30, 30))
         )
         entries = getter.centered_variables()
         centre = entries[0].global_center.read_value()
         init = [tf.compat.v1.global_variables_initializer()]
         local_init = tf.compat.v1.local_variables_initializer()
-    with cluster.session(0, graph) as session:
+        opt.get_init_op(0)  # Builds the transport probe too.
+    with cluster.session(0, graph, share_devices=transport == "direct") as session:
         session.run(init)
         session.run(local_init)
+        assert opt.choose_exchange_transport(session) == transport
         for step in (1, 2):
             metadata, nodes = _traced_step(session, train_op)
             assert len(metadata.partition_graphs) == 1, f"step {step}: more than one task ran"
@@ -145,10 +162,10 @@ def test_non_exchange_steps_touch_no_remote_device(world, cluster, container):
         before = session.run(centre)
         metadata, nodes = _traced_step(session, train_op)
         assert len(metadata.partition_graphs) == 1
-        calls = sorted(
-            n for _, n in nodes if n.endswith(("exchange_with_ps_0", "exchange_with_ps_1"))
-        )
-        assert [c.rsplit("/", 1)[-1] for c in calls] == ["exchange_with_ps_0", "exchange_with_ps_1"]
+        suffix = "_direct" if transport == "direct" else ""
+        names = [f"exchange_with_ps_0{suffix}", f"exchange_with_ps_1{suffix}"]
+        calls = sorted(n.rsplit("/", 1)[-1] for _, n in nodes if n.endswith(tuple(names)))
+        assert calls == names
         after = session.run(centre)
         # x: 1 -> -0.5 after three steps of lr 0.5 on sum(x); d = 0.5 * (-0.5 - 1) = -0.75.
         np.testing.assert_array_equal(before, np.ones(1000))

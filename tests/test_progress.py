@@ -77,6 +77,10 @@ def test_parse_event_ignores_other_lines(line):
         ({"event": "started", "task": "worker 1", "startup_secs": 12.34, "step": 0,
           "global_step": 37},
          "worker 1: session ready after 12.3 s at local step 0, 37 exchanges so far"),
+        ({"event": "started", "task": "worker 0", "startup_secs": 2.0, "step": 0,
+          "global_step": 0, "transport": "direct"},
+         "worker 0: session ready after 2.0 s at local step 0, 0 exchanges so far (exchange "
+         "transport: direct)"),
         ({"event": "recovering", "task": "worker 0", "step": 120,
           "error": "InternalError: ps lost"},
          "worker 0: lost a task at local step 120 (InternalError: ps lost); waiting for it "

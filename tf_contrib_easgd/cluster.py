@@ -112,7 +112,9 @@ class TaskConfig:
 
         It sets `device_filters` (see `device_filters()`); without them a worker's session
         contacts every task of the cluster and cannot be created while another worker is
-        down.
+        down. A worker's config also has `share_cluster_devices_in_session`, which lets
+        its exchanges call the parameter servers directly (the cheaper transport of
+        `tf_contrib_easgd/transport.py`).
 
         Args:
             operation_timeout_secs: if given, a blocking op (a queue, a barrier, a read from
@@ -120,7 +122,9 @@ class TaskConfig:
         """
         import tensorflow as tf  # noqa: PLC0415 (see the module docstring)
 
-        config = tf.compat.v1.ConfigProto(device_filters=self.device_filters())
+        config = tf.compat.v1.ConfigProto(
+            device_filters=self.device_filters(), share_cluster_devices_in_session=not self.is_ps
+        )
         if operation_timeout_secs is not None:
             config.operation_timeout_in_ms = max(int(operation_timeout_secs * 1000), 1)
         return config

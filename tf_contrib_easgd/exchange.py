@@ -14,12 +14,14 @@ centres gets a function that does that task's half of the exchange where the cen
     then, if `global_step` lives on that task:   global_step += 1
     return the values of c read
 
-The worker runs it with a `RemoteCall` op (TF's remote function call: the worker's
-function runtime registers the function with the ps task once, then sends the arguments and
-receives the results in one RunGraph RPC). That op sits on the worker, behind one
-worker-local Switch (`run_if`); on a step that does not exchange it is skipped and nothing
-is sent: the step's graph is one partition, on the worker. On an exchange step each ps
-task gets exactly one RPC carrying the worker values of its centres and returning the
+The worker calls it with an op on the worker, one of two (transport.py chooses per session):
+a `RemoteCall` (TF's remote function call: the worker's function runtime registers the
+function with the ps task once, then sends the arguments and receives the results in one
+RunGraph RPC), or a `StatefulPartitionedCall` of the same function pinned to the ps task
+(the function runtime runs its ps part there and moves the tensors by Send/Recv). Either
+sits behind one worker-local Switch (`run_if`); on a step that does not exchange it is
+skipped and nothing is sent: the step's graph is one partition, on the worker. On an
+exchange step the worker sends each ps task the values of its centres and receives the
 centres: about 2 x parameters x 4 bytes per exchange for float32. The
 worker then sets its local centres to the returned values and applies the same
 `d = alpha * (x - c)` to its own copies (the same float operations on the same inputs, so
@@ -43,9 +45,9 @@ the ps no thread to register with, and the job deadlocks. Such processes need a 
 process per task is not affected: each has its own pool.
 
 Cost: `RemoteCall` carries tensors as protobuf fields of the RunGraph messages, which copies
-them more often than the RecvTensor path of a ps partition does; an exchange step is
-therefore dearer than with ops on the ps, while every other step is free of RPCs. For a
-period of about 10 or more the trade pays off (see BENCHMARKS.md).
+them more often than the RecvTensor path of a ps partition does; the direct call uses that
+RecvTensor path, and costs about what ops on the ps would on an exchange step, while every
+other step is free of RPCs (see BENCHMARKS.md).
 """
 
 import dataclasses
@@ -79,8 +81,10 @@ class ElasticExchange:
     call it as the branch of `run_if` that runs on exchange steps.
     """
 
-    def __init__(self, centered, worker_device, moving_rate, global_step, use_locking):
-        """Groups the centres by task and defines one function per parameter server task.
+    def __init__(
+        self, centered, worker_device, moving_rate, global_step, use_locking, transport=None
+    ):
+        """Groups the centres by task and defines the functions of each parameter server task.
 
         Args:
             centered: the `CenteredVariable`s to exchange.
@@ -88,8 +92,11 @@ class ElasticExchange:
             moving_rate: the elastic rate alpha, a Python float.
             global_step: a variable to increment once per exchange, or None.
             use_locking: whether the updates take locks.
+            transport: the `transport.ExchangeTransport` that chooses how calls go; None:
+                always by `RemoteCall`.
         """
         self._worker_device = worker_device
+        self._transport = transport
         self._moving_rate = moving_rate
         self._use_locking = use_locking
         self._global_step = global_step
@@ -103,10 +110,19 @@ class ElasticExchange:
             groups.setdefault(target, _TaskGroup(target)).global_step = global_step
         self._local = groups.pop(None, _TaskGroup(None))
         self._remote = list(groups.values())
+        # Per task: (the function a RemoteCall runs there, the same pinned to the task for
+        # a direct call; see transport.py).
         self._functions = {}
         with tf.compat.v1.device(None):
             for index, group in enumerate(self._remote):
-                self._functions[group.target] = self._define_task_function(group, index)
+                self._functions[group.target] = (
+                    self._define_task_function(group, index, None),
+                    self._define_task_function(group, index, group.target)
+                    if transport is not None
+                    else None,
+                )
+        if transport is not None:
+            transport.add_targets(self.remote_targets)
 
     @property
     def remote_targets(self):
@@ -117,10 +133,15 @@ class ElasticExchange:
         """Builds the exchange in the current context; returns a bool tensor, True when done."""
         updates = []
         with tf.compat.v1.device(self._worker_device):
+            ways = None
+            if self._remote and self._transport is not None:
+                direct = self._transport.is_direct()
+                by_remote_call, by_direct_call = tf.raw_ops.Switch(data=direct, pred=direct)
+                ways = (tf.identity(by_remote_call), tf.identity(by_direct_call))
             for group in self._remote:
                 # One call at a time: each waits for the previous one.
                 with tf.control_dependencies(updates[-1:]):
-                    updates += self._call_task(group)
+                    updates += self._call_task(group, ways)
         updates += self._plain_exchange(self._local.entries)
         if self._local.global_step is not None:
             with (
@@ -135,8 +156,15 @@ class ElasticExchange:
         with tf.control_dependencies(updates):
             return tf.constant(True)
 
-    def _define_task_function(self, group, index):
-        """Defines the ps-side half of the exchange of `group` as a concrete function."""
+    def _define_task_function(self, group, index, device):
+        """Defines the ps-side half of the exchange of `group` as a concrete function.
+
+        Args:
+            group: the `_TaskGroup`.
+            index: its position, for the function's name.
+            device: None for the function a `RemoteCall` runs on the task (placed there);
+                the task's device for a direct call, which places the ops on the task.
+        """
         rate = self._moving_rate
         use_locking = self._use_locking
         centres = [_VariableAddress.of(entry.global_center) for entry in group.entries]
@@ -146,7 +174,7 @@ class ElasticExchange:
             # Inputs: the worker values of the centres, then the step increment if any.
             # Outputs: the centres as read, then the global step as read if any (RemoteCall
             # takes and returns at least one tensor).
-            with tf.compat.v1.device(None):
+            with tf.compat.v1.device(device):
                 read, moved = [], []
                 for address, value in zip(centres, inputs, strict=False):
                     centre, move = address.read_and_add(
@@ -163,29 +191,57 @@ class ElasticExchange:
                     return [tf.identity(value) for value in read]
 
         exchange_on_task.__name__ = f"easgd_exchange_task_{index}"
+        # A direct call must run as a function with a ps part: a session would otherwise
+        # inline it into the step's graph and give every step a ps partition.
+        attributes = None
+        if device is not None:
+            exchange_on_task.__name__ += "_direct"
+            attributes = {"_noinline": True}
         signature = [
             tf.TensorSpec(entry.worker.shape, entry.worker.dtype.base_dtype)
             for entry in group.entries
         ]
         if step is not None:
             signature.append(tf.TensorSpec([], step.dtype))
-        function = tf.function(exchange_on_task, autograph=False).get_concrete_function(*signature)
+        function = tf.function(
+            exchange_on_task, autograph=False, experimental_attributes=attributes
+        ).get_concrete_function(*signature)
         function.add_to_graph(tf.compat.v1.get_default_graph())
         return function
 
-    def _call_task(self, group):
-        """Builds the RemoteCall of `group` and the worker's half; returns the update ops."""
+    def _call_task(self, group, ways):
+        """Builds the call of `group` and the worker's half; returns the update ops.
+
+        Args:
+            group: the `_TaskGroup` of a ps task.
+            ways: None to call by `RemoteCall` only; else (a tensor alive when the call
+                goes by `RemoteCall`, one alive when it goes direct), from one Switch.
+        """
         values = [tf.identity(entry.worker.read_value()) for entry in group.entries]
         inputs = list(values)
         if group.global_step is not None:
             inputs.append(tf.ones([], group.global_step.dtype.base_dtype))
-        outputs = tf.raw_ops.RemoteCall(
-            target=group.target,
-            args=inputs,
-            Tout=[value.dtype for value in inputs],
-            f=self._functions[group.target],
-            name=_call_name(group.target),
-        )
+        remote_call_function, direct_function = self._functions[group.target]
+        name = _call_name(group.target)
+        types = [value.dtype for value in inputs]
+        if ways is None:
+            outputs = tf.raw_ops.RemoteCall(
+                target=group.target, args=inputs, Tout=types, f=remote_call_function, name=name
+            )
+        else:
+            # The call not taken is dead; each Merge passes on the output of the other.
+            with tf.control_dependencies(ways[:1]):
+                by_remote_call = tf.raw_ops.RemoteCall(
+                    target=group.target, args=inputs, Tout=types, f=remote_call_function, name=name
+                )
+            with tf.control_dependencies(ways[1:]):
+                by_direct_call = tf.raw_ops.StatefulPartitionedCall(
+                    args=inputs, Tout=types, f=direct_function, name=f"{name}_direct"
+                )
+            outputs = [
+                tf.raw_ops.Merge(inputs=[a, b])[0]
+                for a, b in zip(by_remote_call, by_direct_call, strict=True)
+            ]
         updates = []
         for entry, value, centre in zip(group.entries, values, outputs, strict=False):
             centre.set_shape(value.shape)

@@ -4,7 +4,7 @@ import tensorflow as tf
 
 
 class ElasticAverageOptimizerHook(tf.compat.v1.train.SessionRunHook):
-    """Runs `ElasticAverageOptimizer.get_init_op(task_index)` after the session is created.
+    """Runs `get_init_op(task_index)` and `choose_exchange_transport` after session creation.
 
     The init op is built in `begin()`, while the graph can still change, and run in
     `after_create_session()`: on the first start, after a restart of the worker, and after
@@ -25,17 +25,27 @@ class ElasticAverageOptimizerHook(tf.compat.v1.train.SessionRunHook):
         self._is_chief = is_chief
         self._task_index = task_index
         self._init_op = None
+        self._exchange_transport = None
 
     @property
     def is_chief(self):
         """Whether the hook was made for the chief worker."""
         return self._is_chief
 
+    @property
+    def exchange_transport(self):
+        """How the exchanges of the last session created go: "direct", "remote_call" or
+        "none" (see `ElasticAverageOptimizer.choose_exchange_transport`); None before."""
+        return self._exchange_transport
+
     def begin(self):
-        """Builds the init op."""
+        """Builds the init op (and with it the probe of the exchange transport)."""
         self._init_op = self._optimizer.get_init_op(self._task_index)
 
     def after_create_session(self, session, coord):
-        """Copies the centre into this worker's variables (after the barrier, if any)."""
+        """Copies the centre into this worker's variables (after the barrier, if any), then
+        chooses how the exchanges reach the parameter servers (`choose_exchange_transport`).
+        """
         del coord  # Unused.
         session.run(self._init_op)
+        self._exchange_transport = self._optimizer.choose_exchange_transport(session)

@@ -6,6 +6,7 @@ from tf_contrib_easgd import _validation
 from tf_contrib_easgd.custom_getter import ElasticAverageCustomGetter, partitions
 from tf_contrib_easgd.exchange import ElasticExchange, run_if
 from tf_contrib_easgd.hook import ElasticAverageOptimizerHook
+from tf_contrib_easgd.transport import ExchangeTransport
 
 _LOCAL = tf.compat.v1.GraphKeys.LOCAL_VARIABLES
 _GLOBAL = tf.compat.v1.GraphKeys.GLOBAL_VARIABLES
@@ -135,6 +136,7 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
                 collections=[_LOCAL],
                 name="local_step",
             )
+        self._transport = ExchangeTransport(ea_custom_getter.worker_device)
 
     @property
     def communication_period(self):
@@ -245,6 +247,7 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
                 self._moving_rate,
                 global_step,
                 self._use_locking,
+                self._transport,
             )
             with tf.compat.v1.device(self._getter.worker_device):
                 with tf.control_dependencies([local_update]):
@@ -341,7 +344,9 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
                     center = tf.identity(entry.global_center.read_value())
                     assigns.append(tf.compat.v1.assign(entry.worker, center).op)
                     assigns.append(tf.compat.v1.assign(entry.local_center, center).op)
-            return tf.group(*assigns)
+            init_op = tf.group(*assigns)
+        self._transport.build()  # For `choose_exchange_transport`, while the graph can change.
+        return init_op
 
     def _arrival_barrier(self, task_index, centered):
         """Builds a start-up barrier that a restarted worker passes without waiting.
@@ -396,6 +401,28 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         _validation.check_bool(is_chief, "is_chief")
         _validation.check_index(task_index, "task_index", self._num_worker)
         return ElasticAverageOptimizerHook(self, is_chief, task_index)
+
+    def choose_exchange_transport(self, session):
+        """Makes the exchanges call the parameter servers the cheapest way `session` allows.
+
+        Exchanges go by default through a `RemoteCall` op, which works in every session. In a
+        session whose `tf.compat.v1.ConfigProto` has `share_cluster_devices_in_session=True`
+        they can instead call the ps tasks directly, through TensorFlow's Send/Recv, which
+        costs about half as much on large models (`tf_contrib_easgd/transport.py`). This
+        runs a probe in `session` and records the choice on the worker (a marker resource,
+        no variable: collections and checkpoints stay contrib's). The
+        hook of `make_session_run_hook` calls it after every session creation; a script
+        that runs its own session calls it once after initialising the local variables.
+
+        Args:
+            session: a `tf.compat.v1.Session` of this worker's graph (not a monitored
+                session: the probe may fail, which a monitored session would report as
+                the end of training), its local variables initialised.
+
+        Returns:
+            "direct", "remote_call", or "none" when no centre lives on another task.
+        """
+        return self._transport.choose(session)
 
     def swapping_saver(self, var_list=None, name="swapping_saver", **saver_kwargs):
         """Returns a Saver that writes each global centre under its variable's own name.

@@ -93,6 +93,7 @@ _TEXT = {
     "started": lambda e: (
         f"{e['task']}: session ready after {e['startup_secs']:.1f} s at local step "
         f"{e.get('step', 0)}, {e.get('global_step', 0)} exchanges so far"
+        + (f" (exchange transport: {e['transport']})" if e.get("transport") else "")
     ),
     "recovering": lambda e: (
         f"{e['task']}: lost a task at local step {e['step']} ({e['error']}); waiting for it "

@@ -492,7 +492,7 @@ def _run_session(worker, state):
         scaffold=tf.compat.v1.train.Scaffold(
             saver=g.saver, init_op=g.scaffold_init, init_fn=init_fn
         ),
-        hooks=[g.hook],
+        hooks=[g.hook, _StartReporter(worker, state)],
         save_checkpoint_steps=None,
         save_checkpoint_secs=None,
         save_summaries_steps=None,
@@ -501,7 +501,6 @@ def _run_session(worker, state):
         config=worker.session_config,
         max_wait_secs=config.timeout_secs,
     ) as sess:
-        reporter.event("started", **_start_report(sess, g, task, state, worker.started_at))
         train_started = time.monotonic()
         try:
             _train(sess, worker, state)
@@ -553,24 +552,56 @@ def _chief_init_fn(scaffold, session, g, model_dir, state):
     }
 
 
-def _start_report(sess, g, task, state, started_at):
+class _StartReporter(tf.compat.v1.train.SessionRunHook):
+    """Reports "started" after each session creation (after the EASGD hook's start-up).
+
+    `MonitoredTrainingSession` recovers by itself from an `AbortedError` or
+    `UnavailableError` (a direct exchange call that finds its ps restarted fails so) by
+    creating a new session; that recovery is reported too, as the recovery loop of
+    `run_worker` reports its own.
+    """
+
+    def __init__(self, worker, state):
+        self._worker = worker
+        self._state = state
+        self._sessions = 0
+
+    def after_create_session(self, session, coord):
+        del coord  # Unused.
+        worker, state = self._worker, self._state
+        self._sessions += 1
+        if self._sessions > 1:
+            state.recoveries += 1
+            worker.reporter.event(
+                "recovering",
+                step=state.step,
+                error="MonitoredTrainingSession lost a task and created a new session",
+            )
+        report = _start_report(session, worker.g, worker.task, state, worker.started_at)
+        worker.reporter.event("started", **report)
+
+
+def _start_report(session, g, task, state, started_at):
     """The fields of the "started" event: where the new session found the job.
 
     `global_step` is the number of exchanges so far (above 0 for a worker that joins late or
     is restarted) and `distance` the elastic distance right after the hook copied the centre
-    into the worker (0). The chief adds `centre_sha256`, a digest of the centre as it is on
-    the parameter servers (after a restore: as in the checkpoint; see `centre_digest`).
+    into the worker (0); `transport` how its exchanges reach the parameter servers
+    ("direct" or "remote_call", see tf_contrib_easgd/transport.py). The chief adds
+    `centre_sha256`, a digest of the centre as it is on the parameter servers (after a
+    restore: as in the checkpoint; see `centre_digest`).
     """
     fetches = {"global_step": g.global_step, "distance": g.distance}
     if task.is_chief:
         fetches["centre"] = _centre_by_name(g)
-    values = _raw_session(sess).run(fetches)
+    values = session.run(fetches)
     report = {
         "startup_secs": time.monotonic() - started_at,
         "step": state.step,
         "recoveries": state.recoveries,
         "global_step": int(values["global_step"]),
         "distance": float(values["distance"]),
+        "transport": g.hook.exchange_transport,
     }
     if task.is_chief:
         report["centre_sha256"] = centre_digest(values["centre"])
