@@ -33,6 +33,7 @@ from tf_contrib_easgd.estimator import (
     ElasticAverageEstimatorHelper,
     count_workers,
     exchanges_for,
+    session_config,
 )
 
 flags.DEFINE_string("model_dir", None, "Checkpoint directory, shared by all tasks.")
@@ -124,6 +125,7 @@ def main(argv):
         log_step_count_steps=None,
         save_summary_steps=None,
         experimental_max_worker_delay_secs=0,  # Workers start at once, not 5 s * index.
+        session_config=session_config(),  # Direct exchanges; the Estimator's default filters.
     )
     task = f"{config.task_type} {config.task_id}"
     estimator = tf.estimator.Estimator(

@@ -47,6 +47,7 @@ if HAS_ESTIMATOR:
         StopAtLocalStepHook,
         count_workers,
         exchanges_for,
+        session_config,
     )
 
 pytestmark = [
@@ -221,6 +222,36 @@ def test_count_workers(monkeypatch, tf_config, expected):
     assert count_workers(tf_config) == expected
     monkeypatch.setenv("TF_CONFIG", tf_config)
     assert count_workers() == expected
+
+
+_CLUSTER = '"cluster": {"chief": ["h:1"], "worker": ["h:2", "h:3"], "ps": ["h:4"]}'
+
+
+@requires_estimator
+@pytest.mark.parametrize(
+    ("tf_config", "own_device"),
+    [
+        (f'{{{_CLUSTER}, "task": {{"type": "chief", "index": 0}}}}', "/job:chief"),
+        (f'{{{_CLUSTER}, "task": {{"type": "worker", "index": 1}}}}', "/job:worker/task:1"),
+        (f'{{{_CLUSTER}, "task": {{"type": "ps", "index": 0}}}}', None),
+        (f'{{{_CLUSTER}, "task": {{"type": "evaluator", "index": 0}}}}', None),
+        ("", None),  # Local training.
+    ],
+)
+def test_session_config_is_the_run_configs_default_plus_shared_devices(
+    monkeypatch, tf_config, own_device
+):
+    config = session_config(tf_config)
+    if own_device is None:
+        assert config is None  # The Estimator's own default applies.
+        return
+    assert list(config.device_filters) == ["/job:ps", own_device]
+    assert config.share_cluster_devices_in_session
+    # Everything else as RunConfig's default for the task.
+    monkeypatch.setenv("TF_CONFIG", tf_config)
+    default = tf.estimator.RunConfig().session_config
+    config.share_cluster_devices_in_session = False
+    assert config == default
 
 
 @requires_estimator
@@ -536,3 +567,7 @@ def test_train_and_evaluate_on_a_tf_config_cluster(tmp_path):
     # max_steps (a worker may add one more exchange after the chief's last checkpoint).
     assert max_steps <= int(final["global_step"]) <= chief_steps // TAU + worker_steps // TAU
     assert float(final["accuracy"]) >= TARGET_ACCURACY
+    # The example's session_config() made both trainers' exchanges direct (transport.py).
+    for trainer in ("chief_0", "worker_0"):
+        log = (tmp_path / "logs" / f"{trainer}.log").read_text()
+        assert "exchanges call the parameter servers directly" in log, trainer

@@ -36,6 +36,7 @@ import json
 import os
 
 import tensorflow as tf
+from tensorflow.core.protobuf import rewriter_config_pb2
 
 from tf_contrib_easgd import _validation
 from tf_contrib_easgd.custom_getter import ElasticAverageCustomGetter
@@ -94,6 +95,58 @@ def exchanges_for(local_steps, num_workers, communication_period):
     return num_workers * (local_steps // period)
 
 
+def session_config(tf_config=None):
+    """Returns the `session_config` for `tf.estimator.RunConfig` that makes exchanges cheap.
+
+    The Estimator gives a worker's session its default config (`device_filters` for the
+    ps tasks and itself, soft placement, one Grappler iteration) only when `RunConfig` has
+    no `session_config`. This returns that default plus
+    `share_cluster_devices_in_session=True`, with which the optimizer's hook lets the
+    exchanges call the parameter servers directly instead of by `RemoteCall`
+    (README.md, "How an exchange reaches the parameter servers"). Tasks that do not train
+    (ps, evaluator) and local training get None: the Estimator's default.
+
+    Args:
+        tf_config: the TF_CONFIG JSON text; None reads the environment variable.
+
+    Returns:
+        A `tf.compat.v1.ConfigProto`, or None.
+
+    Raises:
+        ValueError: if `tf_config` is not a JSON object.
+    """
+    config = _parse_tf_config(tf_config)
+    task = config.get("task") or {}
+    if not config.get("cluster") or task.get("type") not in (*_CHIEF_TYPES, _WORKER_TYPE):
+        return None
+    task_type = task["type"]
+    if task_type in _CHIEF_TYPES:  # The filters of RunConfig's default, task by task.
+        own = f"/job:{task_type}"
+    else:
+        own = f"/job:{_WORKER_TYPE}/task:{int(task.get('index', 0))}"
+    rewrite = rewriter_config_pb2.RewriterConfig(
+        meta_optimizer_iterations=rewriter_config_pb2.RewriterConfig.ONE
+    )
+    return tf.compat.v1.ConfigProto(
+        allow_soft_placement=True,
+        graph_options=tf.compat.v1.GraphOptions(rewrite_options=rewrite),
+        device_filters=["/job:ps", own],
+        share_cluster_devices_in_session=True,
+    )
+
+
+def _parse_tf_config(tf_config):
+    """TF_CONFIG (the argument, else the environment variable) as a dict; {} when empty."""
+    text = os.environ.get("TF_CONFIG", "") if tf_config is None else tf_config
+    try:
+        config = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as error:
+        raise ValueError(f"TF_CONFIG is not valid JSON: {text!r} ({error}).") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"TF_CONFIG must be a JSON object, got {text!r}.")
+    return config
+
+
 def count_workers(tf_config=None):
     """Returns the number of EASGD workers: the chief (or master) and worker tasks of TF_CONFIG.
 
@@ -111,14 +164,7 @@ def count_workers(tf_config=None):
     Raises:
         ValueError: if `tf_config` is not a JSON object.
     """
-    text = os.environ.get("TF_CONFIG", "") if tf_config is None else tf_config
-    try:
-        config = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError as error:
-        raise ValueError(f"TF_CONFIG is not valid JSON: {text!r} ({error}).") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"TF_CONFIG must be a JSON object, got {text!r}.")
-    cluster = config.get("cluster") or {}
+    cluster = _parse_tf_config(tf_config).get("cluster") or {}
     return max(1, sum(len(cluster.get(job) or ()) for job in (*_CHIEF_TYPES, _WORKER_TYPE)))
 
 
