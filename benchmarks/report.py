@@ -533,28 +533,36 @@ graph mode, `VarHandleOp`). Public API and results are unchanged: the existing t
 tests pass as they were.
 
 The call has two transports (`tf_contrib_easgd/transport.py`), both in the graph behind a
-second worker-local Switch on a local variable:
+second worker-local Switch, on whether a marker resource exists on the worker (no
+variable: collections and checkpoints stay contrib's):
 
 - `RemoteCall` (`easgd-P-remotecall`) works in every session but ships its arguments and
   results inside the RunGraph messages as protobuf tensors, which copies each tensor several
-  times on both sides. One worker alone, an exchange of the 2.9 M model took 44 ms this way
-  in TF1 mode (60 ms in TF2 graph mode).
+  times on both sides.
 - The direct call (`easgd-P`) is a `StatefulPartitionedCall` of the same function with its
   ops pinned to the ps task and marked `_noinline`, so that the session does not inline it
   into the step's graph (which would give every step a ps partition again). The worker's
   function runtime runs the ps part on the ps and moves the tensors with Send/Recv, TF's
-  RecvTensor path that a ps partition uses, close to zero-copy: 27 ms for the same exchange
-  (32 ms in TF2 graph mode). It needs the worker's session to know the ps devices,
-  `share_cluster_devices_in_session=True`; the optimizer's hook probes for that after each
-  session creation and keeps `RemoteCall` when the probe fails.
+  RecvTensor path that a ps partition uses, close to zero-copy. It needs the worker's
+  session to know the ps devices, `share_cluster_devices_in_session=True`; the
+  optimizer's hook probes for that after each
+  session creation (a direct call that asks each ps task whether its centres are
+  initialised) and keeps `RemoteCall` when the probe fails or finds no centre.
 
 Known costs and limits:
 
 - With two workers and the ps on two cores, every copy an exchange makes is taken from the
-  workers' compute: the direct call removes the protobuf copies, but an exchange still
-  reads and writes each variable several times on both sides (snapshot, difference,
-  updates), besides the kernel's loopback copies. That is what keeps `easgd-10` near, not
-  at, the local-only ceiling on the 2.9 M model.
+  workers' compute, so the direct call gains little over `RemoteCall` here (compare
+  `easgd-10` with `easgd-10-remotecall`): an exchange still reads and writes each
+  variable several times on both sides (snapshot, difference, updates, the local centre),
+  besides the kernel's loopback copies, where a step of `async` only reads the variables
+  and sends a gradient (compare `easgd-1` with `async`: the same bytes per step). That is
+  what keeps `easgd-10` near, not at, 0.9 x the local-only ceiling on the 2.9 M model;
+  fusing those passes into fewer kernels is the next step.
+- On steps that do not exchange, the fixed cost (local step counter, comparison, Switch
+  and Merge, and the dead ops of the skipped exchange branch, which the executor still
+  visits) weighs on the tiny model only; putting the branch behind one function-call node
+  would leave one dead op instead of one per operation.
 - Calls to several ps tasks are made one after the other. (What looked like a hang of two
   calls in flight at once was the in-process deadlock of README.md's "A whole cluster in one
   process": a worker's first call waits on a thread of the process's inter-op pool until

@@ -51,6 +51,7 @@ other step is free of RPCs (see BENCHMARKS.md).
 """
 
 import dataclasses
+import typing
 
 import tensorflow as tf
 
@@ -122,7 +123,16 @@ class ElasticExchange:
                     else None,
                 )
         if transport is not None:
-            transport.add_targets(self.remote_targets)
+            # The probe asks each task whether the first variable this exchange needs there
+            # is initialised: only the task itself can say yes (transport.py).
+            transport.add_targets(
+                {
+                    group.target: _VariableAddress.of(
+                        group.entries[0].global_center if group.entries else group.global_step
+                    )
+                    for group in self._remote
+                }
+            )
 
     @property
     def remote_targets(self):
@@ -133,15 +143,15 @@ class ElasticExchange:
         """Builds the exchange in the current context; returns a bool tensor, True when done."""
         updates = []
         with tf.compat.v1.device(self._worker_device):
-            ways = None
+            gates = None
             if self._remote and self._transport is not None:
                 direct = self._transport.is_direct()
-                by_remote_call, by_direct_call = tf.raw_ops.Switch(data=direct, pred=direct)
-                ways = (tf.identity(by_remote_call), tf.identity(by_direct_call))
+                remote_call_gate, direct_call_gate = tf.raw_ops.Switch(data=direct, pred=direct)
+                gates = _CallGates(tf.identity(remote_call_gate), tf.identity(direct_call_gate))
             for group in self._remote:
                 # One call at a time: each waits for the previous one.
                 with tf.control_dependencies(updates[-1:]):
-                    updates += self._call_task(group, ways)
+                    updates += self._call_task(group, gates)
         updates += self._plain_exchange(self._local.entries)
         if self._local.global_step is not None:
             with (
@@ -209,13 +219,12 @@ class ElasticExchange:
         function.add_to_graph(tf.compat.v1.get_default_graph())
         return function
 
-    def _call_task(self, group, ways):
+    def _call_task(self, group, gates):
         """Builds the call of `group` and the worker's half; returns the update ops.
 
         Args:
             group: the `_TaskGroup` of a ps task.
-            ways: None to call by `RemoteCall` only; else (a tensor alive when the call
-                goes by `RemoteCall`, one alive when it goes direct), from one Switch.
+            gates: None to call by `RemoteCall` only; else the `_CallGates` that choose.
         """
         values = [tf.identity(entry.worker.read_value()) for entry in group.entries]
         inputs = list(values)
@@ -224,17 +233,17 @@ class ElasticExchange:
         remote_call_function, direct_function = self._functions[group.target]
         name = _call_name(group.target)
         types = [value.dtype for value in inputs]
-        if ways is None:
+        if gates is None:
             outputs = tf.raw_ops.RemoteCall(
                 target=group.target, args=inputs, Tout=types, f=remote_call_function, name=name
             )
         else:
             # The call not taken is dead; each Merge passes on the output of the other.
-            with tf.control_dependencies(ways[:1]):
+            with tf.control_dependencies([gates.remote_call]):
                 by_remote_call = tf.raw_ops.RemoteCall(
                     target=group.target, args=inputs, Tout=types, f=remote_call_function, name=name
                 )
-            with tf.control_dependencies(ways[1:]):
+            with tf.control_dependencies([gates.direct_call]):
                 by_direct_call = tf.raw_ops.StatefulPartitionedCall(
                     args=inputs, Tout=types, f=direct_function, name=f"{name}_direct"
                 )
@@ -274,6 +283,13 @@ class ElasticExchange:
         return updates
 
 
+class _CallGates(typing.NamedTuple):
+    """The two sides of the Switch that picks the transport: only one is alive per step."""
+
+    remote_call: tf.Tensor  # Alive when the exchange calls by RemoteCall.
+    direct_call: tf.Tensor  # Alive when it calls directly.
+
+
 @dataclasses.dataclass(frozen=True)
 class _VariableAddress:
     """How a function running on a variable's task finds the variable: its kind and names."""
@@ -297,6 +313,12 @@ class _VariableAddress:
             variable.shape,
         )
 
+    def is_initialized(self):
+        """Builds a scalar bool op: whether the variable is initialised where it runs."""
+        if self.kind == "resource":
+            return tf.raw_ops.VarIsInitializedOp(resource=self._handle())
+        return tf.raw_ops.IsVariableInitialized(ref=self._ref())
+
     def read_and_add(self, delta_of, use_locking):
         """Reads the variable, then adds `delta_of(value)` to it.
 
@@ -304,25 +326,31 @@ class _VariableAddress:
             (the value read, a copy unaffected by the addition; the addition op).
         """
         if self.kind == "resource":
-            handle = tf.raw_ops.VarHandleOp(
-                dtype=self.dtype,
-                shape=self.shape,
-                container=self.container,
-                shared_name=self.shared_name,
-            )
+            handle = self._handle()
             # The addition copies the buffer while this read still holds it (copy on write).
             value = tf.raw_ops.ReadVariableOp(resource=handle, dtype=self.dtype)
             add = tf.raw_ops.AssignAddVariableOp(resource=handle, value=delta_of(value))
             return value, add
-        ref = tf.raw_ops.VariableV2(
+        ref = self._ref()
+        value = tf.raw_ops.Snapshot(input=ref)  # A copy: AssignAdd updates `ref` in place.
+        add = tf.raw_ops.AssignAdd(ref=ref, value=delta_of(value), use_locking=use_locking)
+        return value, add.op
+
+    def _handle(self):
+        return tf.raw_ops.VarHandleOp(
+            dtype=self.dtype,
+            shape=self.shape,
+            container=self.container,
+            shared_name=self.shared_name,
+        )
+
+    def _ref(self):
+        return tf.raw_ops.VariableV2(
             shape=self.shape,
             dtype=self.dtype,
             container=self.container,
             shared_name=self.shared_name,
         )
-        value = tf.raw_ops.Snapshot(input=ref)  # A copy: AssignAdd updates `ref` in place.
-        add = tf.raw_ops.AssignAdd(ref=ref, value=delta_of(value), use_locking=use_locking)
-        return value, add.op
 
 
 #: What TensorFlow's executor writes into the `InternalError` it raises instead of the
@@ -334,8 +362,9 @@ def is_recoverable_error(error):
     """Whether `error` means a task was lost, so a new session may go on once it is back.
 
     `MonitoredTrainingSession` recovers by itself from `AbortedError` and
-    `UnavailableError`. An exchange step that finds its parameter server gone fails in the
-    `RemoteCall`, and TensorFlow's executor rewrites the `UnavailableError` of any op other
+    `UnavailableError`. An exchange step that finds its parameter server gone fails in its
+    call (`RemoteCall` or direct), and TensorFlow's executor rewrites the `UnavailableError`
+    of any op other
     than Send/Recv into an `InternalError` ("... originally returned UnavailableError, and
     was replaced by InternalError ..."), which the session does not recover from; this
     function recognises it too. A training loop catches such an error outside the session,

@@ -408,7 +408,7 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         Exchanges go by default through a `RemoteCall` op, which works in every session. In a
         session whose `tf.compat.v1.ConfigProto` has `share_cluster_devices_in_session=True`
         they can instead call the ps tasks directly, through TensorFlow's Send/Recv, which
-        costs about half as much on large models (`tf_contrib_easgd/transport.py`). This
+        copies less (`tf_contrib_easgd/transport.py`). This
         runs a probe in `session` and records the choice on the worker (a marker resource,
         no variable: collections and checkpoints stay contrib's). The
         hook of `make_session_run_hook` calls it after every session creation; a script

@@ -556,22 +556,23 @@ class _StartReporter(tf.compat.v1.train.SessionRunHook):
     """Reports "started" after each session creation (after the EASGD hook's start-up).
 
     `MonitoredTrainingSession` recovers by itself from an `AbortedError` or
-    `UnavailableError` (a direct exchange call that finds its ps restarted fails so) by
-    creating a new session; that recovery is reported too, as the recovery loop of
-    `run_worker` reports its own.
+    `UnavailableError` (a direct exchange call that reaches a restarted ps fails with the
+    former) by creating a new session; that recovery is reported too, once however many
+    attempts it takes, as the recovery loop of `run_worker` reports its own.
     """
 
     def __init__(self, worker, state):
         self._worker = worker
         self._state = state
-        self._sessions = 0
+        self._started = False  # A session of this MonitoredTrainingSession reported "started".
+        self._recovering = False  # The recovery since that session is reported.
 
     def after_create_session(self, session, coord):
         del coord  # Unused.
         worker, state = self._worker, self._state
-        self._sessions += 1
-        if self._sessions > 1:
+        if self._started and not self._recovering:
             state.recoveries += 1
+            self._recovering = True
             worker.reporter.event(
                 "recovering",
                 step=state.step,
@@ -579,6 +580,7 @@ class _StartReporter(tf.compat.v1.train.SessionRunHook):
             )
         report = _start_report(session, worker.g, worker.task, state, worker.started_at)
         worker.reporter.event("started", **report)
+        self._started, self._recovering = True, False
 
 
 def _start_report(session, g, task, state, started_at):

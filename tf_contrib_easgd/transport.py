@@ -12,22 +12,27 @@ two ways, and which one works depends on the session, not on the graph:
   `share_cluster_devices_in_session=True`.
 * `REMOTE_CALL`: a `RemoteCall` op (TensorFlow's remote function call). It works in every
   session, but carries the tensors as protobuf fields of the RunGraph messages, which
-  copies them more often: on a 2.9 M parameter model an exchange costs about twice as much
-  (BENCHMARKS.md).
+  copies them more often (BENCHMARKS.md compares the two: `easgd-10` and
+  `easgd-10-remotecall`).
 
 The graph holds both, behind a worker-local Switch on whether a marker resource exists on
 the worker: a scalar resource variable made with raw ops, under a name unique to the graph,
 and never a `tf.Variable`, so variable collections and checkpoints stay exactly contrib's.
 It does not exist at first (REMOTE_CALL).
 `ElasticAverageOptimizer.choose_exchange_transport(session)` (which the optimizer's hook
-runs after each session creation) runs a probe, a direct call that reads the clock of every
-ps task, then creates the marker when the probe succeeds (DIRECT) and destroys it when it
-fails.
+runs after each session creation) runs a probe: a direct call that asks every ps task
+whether a variable it holds for the exchange (a centre, or the global step) is initialised.
+It creates the marker when every answer is yes (DIRECT). It destroys it when the call
+cannot be placed on the ps tasks, or when an answer is no: with soft placement, a session
+that does not know the ps devices may run the function's ps ops on the worker, where no
+centre is (REMOTE_CALL).
 """
 
 import uuid
 
 import tensorflow as tf
+
+from tf_contrib_easgd.exchange import is_recoverable_error
 
 #: The transport through TensorFlow's Send/Recv (needs `share_cluster_devices_in_session`).
 DIRECT = "direct"
@@ -54,7 +59,7 @@ class ExchangeTransport:
         self._worker_device = worker_device
         # Unique per graph built: two graphs in one worker server never share the choice.
         self._marker_name = f"easgd_exchange_direct_call_{uuid.uuid4().hex}"
-        self._targets = []
+        self._targets = {}  # Task device name -> what the probe asks there, or None.
         self._probe = None
 
     def is_direct(self):
@@ -71,13 +76,24 @@ class ExchangeTransport:
             )
 
     def add_targets(self, targets):
-        """Records the ps tasks an exchange calls (the probe reaches each of them)."""
+        """Records the ps tasks an exchange calls; the probe reaches each of them.
+
+        Args:
+            targets: a dict from a task's device name to an object whose `is_initialized()`
+                builds a scalar bool op answering whether a variable the exchange needs on
+                that task is initialised (exchange.py's `_VariableAddress`); None asks
+                nothing (the probe then only checks that the call can be placed there).
+
+        Raises:
+            RuntimeError: if a new task comes after the probe was built.
+        """
         if self._probe is not None and set(targets) - set(self._targets):
             raise RuntimeError(
                 "An exchange was built after the transport probe: build every train op "
                 "before creating the session."
             )
-        self._targets += [target for target in targets if target not in self._targets]
+        for target, address in targets.items():
+            self._targets.setdefault(target, address)
 
     def build(self):
         """Builds the probe (once); call it while the graph can still change."""
@@ -88,61 +104,100 @@ class ExchangeTransport:
         """Runs the probe in `session` and creates or destroys the marker accordingly.
 
         Args:
-            session: a session of this worker's graph (raw or monitored).
+            session: a `tf.compat.v1.Session` of this worker's graph (not a monitored
+                session, whose hooks would run around the probe).
 
         Returns:
             `DIRECT`, `REMOTE_CALL`, or `NONE` when no exchange calls another task.
+
+        Raises:
+            RuntimeError: if the probe was not built and the graph is finalized.
+            tf.errors.UnavailableError: if a ps task was lost during the probe (an
+                `InternalError` that `is_recoverable_error` recognises, raised again as
+                the error `MonitoredTrainingSession` recovers from).
+            tf.errors.OpError: any other error of the probe but a placement error.
         """
         if not self._targets:
             return NONE
-        self.build()
-        use_direct, use_remote_call = self._probe
+        if self._probe is None:
+            if session.graph.finalized:
+                raise RuntimeError(
+                    "The exchange transport probe was not built before the graph was "
+                    "finalized: call get_init_op (or make_session_run_hook) first."
+                )
+            with session.graph.as_default():
+                self.build()
+        ask, use_direct, use_remote_call = self._probe
         try:
-            session.run(use_direct)
-        except tf.errors.InvalidArgumentError:
+            answers = session.run(ask)
+        except tf.errors.InvalidArgumentError as error:
             # The worker's function runtime cannot place ops on the ps ("Cannot assign a
             # device"): the session does not share the cluster's devices.
             session.run(use_remote_call)
             tf.compat.v1.logging.info(
-                "ElasticAverageOptimizer: exchanges use RemoteCall; %s.", _ADVICE
+                "ElasticAverageOptimizer: exchanges use RemoteCall; %s (the probe failed: %s).",
+                _ADVICE,
+                _placement_error(error),
             )
             return REMOTE_CALL
+        except tf.errors.InternalError as error:
+            if is_recoverable_error(error):
+                raise tf.errors.UnavailableError(error.node_def, error.op, error.message) from error
+            raise
+        if not all(answers):
+            # The call ran, but not where the centres are (soft placement).
+            session.run(use_remote_call)
+            tf.compat.v1.logging.info(
+                "ElasticAverageOptimizer: exchanges use RemoteCall; %s (the probe's ps ops "
+                "ran elsewhere).",
+                _ADVICE,
+            )
+            return REMOTE_CALL
+        session.run(use_direct)
         tf.compat.v1.logging.info(
             "ElasticAverageOptimizer: exchanges call the parameter servers directly."
         )
         return DIRECT
 
     def _build_probe(self):
-        """Returns (op creating the marker after a direct call to every target, op
+        """Returns (the direct call asking every target, the op creating the marker, the op
         destroying it)."""
-        targets = list(self._targets)
+        targets = list(self._targets.items())
 
-        def read_clocks():
-            clocks = []
-            for target in targets:
+        def ask_every_task():
+            answers = []
+            for target, address in targets:
                 with tf.compat.v1.device(target):
-                    # Stateful: never folded away, so the call really runs on each ps task.
-                    clocks.append(tf.timestamp())
-            return clocks
+                    if address is not None:
+                        answers.append(address.is_initialized())
+                    else:
+                        # Stateful: never folded away, so it really runs on the task.
+                        answers.append(tf.timestamp() > 0)
+            return answers
 
-        read_clocks.__name__ = "easgd_transport_probe"
+        ask_every_task.__name__ = "easgd_transport_probe"
         with tf.compat.v1.device(None):
             function = tf.function(
-                read_clocks, autograph=False, experimental_attributes={"_noinline": True}
+                ask_every_task, autograph=False, experimental_attributes={"_noinline": True}
             ).get_concrete_function()
             function.add_to_graph(tf.compat.v1.get_default_graph())
         with (
             tf.compat.v1.name_scope("exchange_transport"),
             tf.compat.v1.device(self._worker_device),
         ):
-            clocks = tf.raw_ops.StatefulPartitionedCall(
-                args=[], Tout=[tf.float64] * len(targets), f=function, name="probe"
+            ask = tf.raw_ops.StatefulPartitionedCall(
+                args=[], Tout=[tf.bool] * len(targets), f=function, name="probe"
             )
-            with tf.control_dependencies(clocks):
-                use_direct = tf.raw_ops.AssignVariableOp(
-                    resource=self._marker(), value=True, name="use_direct"
-                )
+            use_direct = tf.raw_ops.AssignVariableOp(
+                resource=self._marker(), value=True, name="use_direct"
+            )
             use_remote_call = tf.raw_ops.DestroyResourceOp(
                 resource=self._marker(), ignore_lookup_error=True, name="use_remote_call"
             )
-        return use_direct, use_remote_call
+        return ask, use_direct, use_remote_call
+
+
+def _placement_error(error):
+    """The line of a probe's error that says why it could not be placed."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return next((line for line in lines if "assign a device" in line), lines[0] if lines else "")
