@@ -259,6 +259,15 @@ def test_session_config_is_the_run_configs_default_plus_shared_devices(
 def test_count_workers_rejects_bad_tf_config(tf_config):
     with pytest.raises(ValueError, match=r"TF_CONFIG"):
         count_workers(tf_config)
+    with pytest.raises(ValueError, match=r"TF_CONFIG"):
+        session_config(tf_config)
+
+
+@requires_estimator
+@pytest.mark.parametrize("function", ["count_workers", "session_config"])
+def test_tf_config_must_be_text(function):
+    with pytest.raises(TypeError, match=r"tf_config must be TF_CONFIG's JSON text .*\{'task'"):
+        globals()[function]({"task": {"type": "worker"}})
 
 
 @requires_estimator

@@ -11,11 +11,14 @@ import tensorflow as tf
 from conftest import worker_scope
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
+from tf_contrib_easgd.exchange import _VariableAddress
 from tf_contrib_easgd.transport import ExchangeTransport
 
 LOCAL = tf.compat.v1.GraphKeys.LOCAL_VARIABLES
 GLOBAL = tf.compat.v1.GraphKeys.GLOBAL_VARIABLES
 CLUSTER = tf.train.ClusterSpec({"ps": ["ps0:2222"], "worker": ["w0:2222"]})
+# A centre the probe would ask about on the ps task.
+CENTRE = _VariableAddress("resource", "", "centre", tf.float32, tf.TensorShape([2]))
 
 
 def _build(getter, period=10):
@@ -74,7 +77,7 @@ def test_a_failed_probe_clears_the_marker(world):
     # (here: set by hand), the choice falls back to RemoteCall and the marker is gone.
     with tf.Graph().as_default():
         transport = ExchangeTransport("")
-        transport.add_targets({"/job:ps/replica:0/task:0": None})
+        transport.add_targets({"/job:ps/replica:0/task:0": CENTRE})
         is_direct = transport.is_direct()
         set_marker = tf.raw_ops.AssignVariableOp(
             resource=transport._marker(),  # noqa: SLF001 (what a successful probe does)
@@ -91,11 +94,26 @@ def test_a_failed_probe_clears_the_marker(world):
 def test_an_exchange_built_after_the_probe_is_refused(world):
     with tf.Graph().as_default():
         transport = ExchangeTransport("/job:worker/task:0")
-        transport.add_targets({"/job:ps/replica:0/task:0": None})
-        transport.add_targets({"/job:ps/replica:0/task:0": None})  # Repeats are fine.
+        transport.add_targets({"/job:ps/replica:0/task:0": CENTRE})
+        transport.add_targets({"/job:ps/replica:0/task:0": CENTRE})  # Repeats are fine.
         transport.build()
         with pytest.raises(RuntimeError, match="after the transport probe"):
-            transport.add_targets({"/job:ps/replica:0/task:1": None})
+            transport.add_targets({"/job:ps/replica:0/task:1": CENTRE})
+
+
+def test_choose_refuses_a_monitored_session(world):
+    with tf.Graph().as_default():
+        getter = ElasticAverageCustomGetter("")
+        _, opt, _ = _build(getter)
+        with (
+            tf.compat.v1.train.MonitoredSession() as session,
+            pytest.raises(
+                TypeError,
+                match=r"session must be a tf.compat.v1.Session.*"
+                r"MonitoredSession",
+            ),
+        ):
+            opt.choose_exchange_transport(session)
 
 
 @pytest.mark.cluster

@@ -113,6 +113,7 @@ def session_config(tf_config=None):
         A `tf.compat.v1.ConfigProto`, or None.
 
     Raises:
+        TypeError: if `tf_config` is neither a string nor None.
         ValueError: if `tf_config` is not a JSON object.
     """
     config = _parse_tf_config(tf_config)
@@ -137,6 +138,11 @@ def session_config(tf_config=None):
 
 def _parse_tf_config(tf_config):
     """TF_CONFIG (the argument, else the environment variable) as a dict; {} when empty."""
+    if tf_config is not None and not isinstance(tf_config, str):
+        raise TypeError(
+            f"tf_config must be TF_CONFIG's JSON text or None, got {tf_config!r} of type "
+            f"{type(tf_config).__name__}."
+        )
     text = os.environ.get("TF_CONFIG", "") if tf_config is None else tf_config
     try:
         config = json.loads(text) if text.strip() else {}
@@ -162,6 +168,7 @@ def count_workers(tf_config=None):
         An int >= 1.
 
     Raises:
+        TypeError: if `tf_config` is neither a string nor None.
         ValueError: if `tf_config` is not a JSON object.
     """
     cluster = _parse_tf_config(tf_config).get("cluster") or {}

@@ -114,14 +114,13 @@ class ElasticExchange:
         # Per task: (the function a RemoteCall runs there, the same pinned to the task for
         # a direct call; see transport.py).
         self._functions = {}
-        with tf.compat.v1.device(None):
-            for index, group in enumerate(self._remote):
-                self._functions[group.target] = (
-                    self._define_task_function(group, index, None),
-                    self._define_task_function(group, index, group.target)
-                    if transport is not None
-                    else None,
-                )
+        for index, group in enumerate(self._remote):
+            self._functions[group.target] = (
+                self._define_task_function(group, index, None),
+                self._define_task_function(group, index, group.target)
+                if transport is not None
+                else None,
+            )
         if transport is not None:
             # The probe asks each task whether the first variable this exchange needs there
             # is initialised: only the task itself can say yes (transport.py).
@@ -145,9 +144,7 @@ class ElasticExchange:
         with tf.compat.v1.device(self._worker_device):
             gates = None
             if self._remote and self._transport is not None:
-                direct = self._transport.is_direct()
-                remote_call_gate, direct_call_gate = tf.raw_ops.Switch(data=direct, pred=direct)
-                gates = _CallGates(tf.identity(remote_call_gate), tf.identity(direct_call_gate))
+                gates = _CallGates(*branch_gates(self._transport.is_direct()))
             for group in self._remote:
                 # One call at a time: each waits for the previous one.
                 with tf.control_dependencies(updates[-1:]):
@@ -201,23 +198,15 @@ class ElasticExchange:
                     return [tf.identity(value) for value in read]
 
         exchange_on_task.__name__ = f"easgd_exchange_task_{index}"
-        # A direct call must run as a function with a ps part: a session would otherwise
-        # inline it into the step's graph and give every step a ps partition.
-        attributes = None
         if device is not None:
             exchange_on_task.__name__ += "_direct"
-            attributes = {"_noinline": True}
         signature = [
             tf.TensorSpec(entry.worker.shape, entry.worker.dtype.base_dtype)
             for entry in group.entries
         ]
         if step is not None:
             signature.append(tf.TensorSpec([], step.dtype))
-        function = tf.function(
-            exchange_on_task, autograph=False, experimental_attributes=attributes
-        ).get_concrete_function(*signature)
-        function.add_to_graph(tf.compat.v1.get_default_graph())
-        return function
+        return define_function(exchange_on_task, signature, noinline=device is not None)
 
     def _call_task(self, group, gates):
         """Builds the call of `group` and the worker's half; returns the update ops.
@@ -364,9 +353,9 @@ def is_recoverable_error(error):
     `MonitoredTrainingSession` recovers by itself from `AbortedError` and
     `UnavailableError`. An exchange step that finds its parameter server gone fails in its
     call (`RemoteCall` or direct), and TensorFlow's executor rewrites the `UnavailableError`
-    of any op other
-    than Send/Recv into an `InternalError` ("... originally returned UnavailableError, and
-    was replaced by InternalError ..."), which the session does not recover from; this
+    of any op other than Send/Recv into an `InternalError` ("... originally returned
+    UnavailableError, and was replaced by InternalError ..."), which the session does not
+    recover from; this
     function recognises it too. A training loop catches such an error outside the session,
     waits until the parameter servers answer, and creates the session again (the chief
     then restores the centre from its latest checkpoint if the ps lost it).
@@ -404,13 +393,47 @@ def run_if(pred, build, name="run_if"):
         value of `build()` when it did.
     """
     with tf.name_scope(name):
-        skipped, taken = tf.raw_ops.Switch(data=pred, pred=pred)
-        taken = tf.identity(taken, name="taken")
-        skipped = tf.identity(skipped, name="skipped")
+        skipped, taken = branch_gates(pred)
         with tf.control_dependencies([taken]):
             done = build()
         output, _ = tf.raw_ops.Merge(inputs=[skipped, done])
         return output
+
+
+def branch_gates(pred):
+    """One `Switch` on the scalar bool `pred`, as two tensors to hang ops on by control
+    dependency: ops that depend on the first run only when `pred` is false, ops that depend
+    on the second only when it is true (the other side is dead, and so is all that depends
+    on it).
+
+    Returns:
+        (alive when `pred` is false, alive when `pred` is true).
+    """
+    when_false, when_true = tf.raw_ops.Switch(data=pred, pred=pred)
+    return tf.identity(when_false, name="when_false"), tf.identity(when_true, name="when_true")
+
+
+def define_function(python_function, signature, noinline=False):
+    """Traces `python_function` once and adds it to the default graph's function library.
+
+    Args:
+        python_function: builds the body; its `__name__` names the function.
+        signature: the `tf.TensorSpec`s of its arguments.
+        noinline: mark it `_noinline`. A function called with `StatefulPartitionedCall`
+            whose ops live on a parameter server needs it: a session would otherwise inline
+            the call into the step's graph and give every step a ps partition. (A
+            `RemoteCall` refuses such a function.)
+
+    Returns:
+        The concrete function.
+    """
+    attributes = {"_noinline": True} if noinline else None
+    with tf.compat.v1.device(None):
+        function = tf.function(
+            python_function, autograph=False, experimental_attributes=attributes
+        ).get_concrete_function(*signature)
+        function.add_to_graph(tf.compat.v1.get_default_graph())
+    return function
 
 
 def _call_name(target):

@@ -408,11 +408,11 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         Exchanges go by default through a `RemoteCall` op, which works in every session. In a
         session whose `tf.compat.v1.ConfigProto` has `share_cluster_devices_in_session=True`
         they can instead call the ps tasks directly, through TensorFlow's Send/Recv, which
-        copies less (`tf_contrib_easgd/transport.py`). This
-        runs a probe in `session` and records the choice on the worker (a marker resource,
-        no variable: collections and checkpoints stay contrib's). The
-        hook of `make_session_run_hook` calls it after every session creation; a script
-        that runs its own session calls it once after initialising the local variables.
+        copies less (`tf_contrib_easgd/transport.py`). This runs a probe in `session` and
+        records the choice on the worker (a marker resource, no variable: collections and
+        checkpoints stay contrib's). The hook of `make_session_run_hook` calls it after
+        every session creation; a script that runs its own session calls it once after
+        initialising the local variables.
 
         Args:
             session: a `tf.compat.v1.Session` of this worker's graph (not a monitored
@@ -421,6 +421,9 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
 
         Returns:
             "direct", "remote_call", or "none" when no centre lives on another task.
+
+        Raises:
+            TypeError: if `session` is not a `tf.compat.v1.Session`.
         """
         return self._transport.choose(session)
 

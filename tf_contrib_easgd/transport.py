@@ -32,7 +32,7 @@ import uuid
 
 import tensorflow as tf
 
-from tf_contrib_easgd.exchange import is_recoverable_error
+from tf_contrib_easgd.exchange import define_function, is_recoverable_error
 
 #: The transport through TensorFlow's Send/Recv (needs `share_cluster_devices_in_session`).
 DIRECT = "direct"
@@ -59,7 +59,7 @@ class ExchangeTransport:
         self._worker_device = worker_device
         # Unique per graph built: two graphs in one worker server never share the choice.
         self._marker_name = f"easgd_exchange_direct_call_{uuid.uuid4().hex}"
-        self._targets = {}  # Task device name -> what the probe asks there, or None.
+        self._targets = {}  # Task device name -> the variable the probe asks about there.
         self._probe = None
 
     def is_direct(self):
@@ -81,8 +81,7 @@ class ExchangeTransport:
         Args:
             targets: a dict from a task's device name to an object whose `is_initialized()`
                 builds a scalar bool op answering whether a variable the exchange needs on
-                that task is initialised (exchange.py's `_VariableAddress`); None asks
-                nothing (the probe then only checks that the call can be placed there).
+                that task is initialised there (exchange.py's `_VariableAddress`).
 
         Raises:
             RuntimeError: if a new task comes after the probe was built.
@@ -111,12 +110,19 @@ class ExchangeTransport:
             `DIRECT`, `REMOTE_CALL`, or `NONE` when no exchange calls another task.
 
         Raises:
+            TypeError: if `session` is not a `tf.compat.v1.Session` (e.g. a monitored one).
             RuntimeError: if the probe was not built and the graph is finalized.
             tf.errors.UnavailableError: if a ps task was lost during the probe (an
                 `InternalError` that `is_recoverable_error` recognises, raised again as
                 the error `MonitoredTrainingSession` recovers from).
             tf.errors.OpError: any other error of the probe but a placement error.
         """
+        if not isinstance(session, (tf.compat.v1.Session, tf.compat.v1.InteractiveSession)):
+            raise TypeError(
+                "session must be a tf.compat.v1.Session (in a hook: the session that "
+                f"after_create_session receives), got {session!r} of type "
+                f"{type(session).__name__}."
+            )
         if not self._targets:
             return NONE
         if self._probe is None:
@@ -168,19 +174,11 @@ class ExchangeTransport:
             answers = []
             for target, address in targets:
                 with tf.compat.v1.device(target):
-                    if address is not None:
-                        answers.append(address.is_initialized())
-                    else:
-                        # Stateful: never folded away, so it really runs on the task.
-                        answers.append(tf.timestamp() > 0)
+                    answers.append(address.is_initialized())
             return answers
 
         ask_every_task.__name__ = "easgd_transport_probe"
-        with tf.compat.v1.device(None):
-            function = tf.function(
-                ask_every_task, autograph=False, experimental_attributes={"_noinline": True}
-            ).get_concrete_function()
-            function.add_to_graph(tf.compat.v1.get_default_graph())
+        function = define_function(ask_every_task, [], noinline=True)
         with (
             tf.compat.v1.name_scope("exchange_transport"),
             tf.compat.v1.device(self._worker_device),
