@@ -42,7 +42,9 @@ def test_no_remote_centre_means_nothing_to_choose(world):
         getter = ElasticAverageCustomGetter("")
         w, opt, train_op = _build(getter)
         init = opt.get_init_op(0)
-        assert not [op for op in graph.get_operations() if op.type == "StatefulPartitionedCall"]
+        calls = [op for op in graph.get_operations() if op.type == "StatefulPartitionedCall"]
+        # Only the exchange's own call (exchange.py), no probe.
+        assert [op.name.rsplit("/", 1)[-1] for op in calls] == ["exchange_locally"]
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
             session.run(tf.compat.v1.local_variables_initializer())
@@ -65,7 +67,10 @@ def test_the_choice_is_no_variable(world):
             _, opt, _ = _build(getter)
         opt.get_init_op(0)
         types = {op.type for op in graph.get_operations()}
-        assert {"RemoteCall", "StatefulPartitionedCall", "VarIsInitializedOp"} <= types
+        assert {"StatefulPartitionedCall", "VarIsInitializedOp"} <= types
+        library = [f.signature.name for f in graph.as_graph_def().library.function]
+        for name in ("easgd_exchange_with_task_0_", "easgd_exchange_with_task_0_direct_"):
+            assert [f for f in library if name in f], library
         local = sorted(v.op.name for v in tf.compat.v1.get_collection(LOCAL))
         assert local == ["local_center_variable/w", "local_step", "w"]
         global_ = sorted(v.op.name for v in tf.compat.v1.get_collection(GLOBAL))

@@ -14,27 +14,30 @@ centres gets a function that does that task's half of the exchange where the cen
     then, if `global_step` lives on that task:   global_step += 1
     return the values of c read
 
-The worker calls it with an op on the worker, one of two (transport.py chooses per session):
-a `RemoteCall` (TF's remote function call: the worker's function runtime registers the
+The worker's whole exchange with one task is a function too, called by one op on the
+worker: it reads the worker's values, calls the task's half, sets the local centres to the
+centres returned and applies the same `d = alpha * (x - c)` to the worker's copies (the
+same float operations on the same inputs, so both sides move by exactly the same d). It
+comes in two kinds (transport.py chooses one per session): one calls the task's half by a
+`RemoteCall` (TF's remote function call: the worker's function runtime registers that
 function with the ps task once, then sends the arguments and receives the results in one
-RunGraph RPC), or a `StatefulPartitionedCall` of the same function pinned to the ps task
-(the function runtime runs its ps part there and moves the tensors by Send/Recv). Either
-sits behind one worker-local Switch (`run_if`); on a step that does not exchange it is
-skipped and nothing is sent: the step's graph is one partition, on the worker. On an
-exchange step the worker sends each ps task the values of its centres and receives the
-centres: about 2 x parameters x 4 bytes per exchange for float32. The
-worker then sets its local centres to the returned values and applies the same
-`d = alpha * (x - c)` to its own copies (the same float operations on the same inputs, so
-both sides move by exactly the same d).
+RunGraph RPC); the other holds the task's half itself, pinned to the ps task, and the
+function runtime runs that part there and moves the tensors by Send/Recv. Both calls sit
+behind one worker-local Switch (`run_if`); on a step that does not exchange they are
+skipped, and nothing is sent: the step's graph is one partition, on the worker, and its
+skipped part is a few ops whatever the number of variables. On an exchange step the worker
+sends each ps task the values of its centres and receives the centres: about
+2 x parameters x 4 bytes per exchange for float32.
 
-The function finds a centre by the variable's container and shared name, as the variable
-op on the ps does, so it reaches the same variable in both variable worlds: a
-`VarHandleOp` for resource variables (TF 2 graph mode), a `VariableV2` op for ref variables
-(TF1 mode). Centres on the worker's own task, on an unspecified device, or of a kind this
-module cannot address take the plain path: the same arithmetic with ordinary ops.
+The functions find a variable by its container and shared name, as the variable op does,
+so they reach the same variable in both variable worlds: a `VarHandleOp` for resource
+variables (TF 2 graph mode), a `VariableV2` op for ref variables (TF1 mode). Centres on the
+worker's own task or on an unspecified device need no call: their exchange is one more
+function on the worker (`exchange_locally`). A variable of a kind these functions cannot
+address takes the plain path: the same arithmetic with ordinary ops.
 
-Ordering: the calls to several ps tasks go one after the other, and a ps task increments
-`global_step` after moving its own centres.
+Ordering: the calls to several ps tasks go one after the other, then the worker's own
+exchange; a task increments `global_step` after moving its own centres.
 
 In-process clusters: the first call of a worker waits, on a thread of the worker's inter-op
 pool, until the ps task has registered the function. When the ps and the workers are
@@ -111,16 +114,27 @@ class ElasticExchange:
             groups.setdefault(target, _TaskGroup(target)).global_step = global_step
         self._local = groups.pop(None, _TaskGroup(None))
         self._remote = list(groups.values())
-        # Per task: (the function a RemoteCall runs there, the same pinned to the task for
-        # a direct call; see transport.py).
+        # Per task: (the worker's whole exchange with it by `RemoteCall`, the same by a
+        # direct call; see transport.py), each one `_noinline` function called by one op.
         self._functions = {}
         for index, group in enumerate(self._remote):
+            task_function = self._define_task_function(group, index)
             self._functions[group.target] = (
-                self._define_task_function(group, index, None),
-                self._define_task_function(group, index, group.target)
-                if transport is not None
-                else None,
+                self._define_worker_function(group, index, task_function),
+                self._define_worker_function(group, index, None) if transport is not None else None,
             )
+        # The exchange of the centres the worker reaches without a call, as one function
+        # too when it can find every variable by name; else with ordinary ops.
+        self._local_function = None
+        local_variables = [
+            variable
+            for entry in self._local.entries
+            for variable in (entry.worker, entry.local_center, entry.global_center)
+        ]
+        if self._local.global_step is not None:
+            local_variables.append(self._local.global_step)
+        if local_variables and all(map(_is_addressable, local_variables)):
+            self._local_function = self._define_local_function()
         if transport is not None:
             # The probe asks each task whether the first variable this exchange needs there
             # is initialised: only the task itself can say yes (transport.py).
@@ -148,106 +162,189 @@ class ElasticExchange:
             for group in self._remote:
                 # One call at a time: each waits for the previous one.
                 with tf.control_dependencies(updates[-1:]):
-                    updates += self._call_task(group, gates)
-        updates += self._plain_exchange(self._local.entries)
-        if self._local.global_step is not None:
-            with (
-                tf.control_dependencies(updates),
-                tf.compat.v1.device(self._local.global_step.device),
-            ):
-                updates.append(
-                    tf.compat.v1.assign_add(
-                        self._local.global_step, 1, use_locking=self._use_locking
-                    ).op
+                    updates.append(self._call_task(group, gates))
+        if self._local_function is not None:
+            with tf.control_dependencies(updates), tf.compat.v1.device(self._worker_device):
+                (done,) = tf.raw_ops.StatefulPartitionedCall(
+                    args=[], Tout=[tf.bool], f=self._local_function, name="exchange_locally"
                 )
+            updates.append(done)
+        else:
+            updates += self._plain_exchange(self._local.entries)
+            if self._local.global_step is not None:
+                with (
+                    tf.control_dependencies(updates),
+                    tf.compat.v1.device(self._local.global_step.device),
+                ):
+                    updates.append(
+                        tf.compat.v1.assign_add(
+                            self._local.global_step, 1, use_locking=self._use_locking
+                        ).op
+                    )
         with tf.control_dependencies(updates):
             return tf.constant(True)
 
-    def _define_task_function(self, group, index, device):
-        """Defines the ps-side half of the exchange of `group` as a concrete function.
+    def _task_half(self, group, inputs, device):
+        """Builds the ps-side half of the exchange of `group`; returns the tensors to send back.
 
         Args:
             group: the `_TaskGroup`.
-            index: its position, for the function's name.
-            device: None for the function a `RemoteCall` runs on the task (placed there);
-                the task's device for a direct call, which places the ops on the task.
+            inputs: the worker values of the centres, then the step increment if any.
+            device: where to place the ops: None inside the function a `RemoteCall` runs
+                (placed on the task by the call), the task's device in a direct call.
+
+        Returns:
+            The centres as read, then the global step as read if any (a `RemoteCall` takes
+            and returns at least one tensor).
         """
         rate = self._moving_rate
         use_locking = self._use_locking
         centres = [_VariableAddress.of(entry.global_center) for entry in group.entries]
-        step = None if group.global_step is None else _VariableAddress.of(group.global_step)
-
-        def exchange_on_task(*inputs):
-            # Inputs: the worker values of the centres, then the step increment if any.
-            # Outputs: the centres as read, then the global step as read if any (RemoteCall
-            # takes and returns at least one tensor).
-            with tf.compat.v1.device(device):
-                read, moved = [], []
-                for address, value in zip(centres, inputs, strict=False):
-                    centre, move = address.read_and_add(
-                        lambda c, x=value: tf.cast(rate, c.dtype) * (x - c), use_locking
-                    )
-                    read.append(centre)
-                    moved.append(move)
-                if step is not None:
-                    with tf.control_dependencies(moved):
-                        count, increment = step.read_and_add(lambda _: inputs[-1], use_locking)
-                    read.append(count)
-                    moved.append(increment)
+        with tf.compat.v1.device(device):
+            read, moved = [], []
+            for address, value in zip(centres, inputs, strict=False):
+                centre = address.read(copy=True)
+                read.append(centre)
+                delta = tf.cast(rate, centre.dtype) * (value - centre)
+                moved.append(address.assign_add(delta, use_locking))
+            if group.global_step is not None:
+                step = _VariableAddress.of(group.global_step)
                 with tf.control_dependencies(moved):
-                    return [tf.identity(value) for value in read]
+                    read.append(step.read(copy=True))
+                    moved.append(step.assign_add(inputs[-1], use_locking))
+            return _return_after(moved, read)
 
-        exchange_on_task.__name__ = f"easgd_exchange_task_{index}"
-        if device is not None:
-            exchange_on_task.__name__ += "_direct"
+    def _define_task_function(self, group, index):
+        """Defines the function a `RemoteCall` runs on the task of `group` (its half)."""
         signature = [
             tf.TensorSpec(entry.worker.shape, entry.worker.dtype.base_dtype)
             for entry in group.entries
         ]
-        if step is not None:
-            signature.append(tf.TensorSpec([], step.dtype))
-        return define_function(exchange_on_task, signature, noinline=device is not None)
+        if group.global_step is not None:
+            signature.append(tf.TensorSpec([], group.global_step.dtype.base_dtype))
+
+        def exchange_on_task(*inputs):
+            return self._task_half(group, inputs, None)
+
+        exchange_on_task.__name__ = f"easgd_exchange_task_{index}"
+        return define_function(exchange_on_task, signature)
+
+    def _define_worker_function(self, group, index, task_function):
+        """Defines the worker's whole exchange with the task of `group` as one function.
+
+        The step's graph then holds one call op per task and transport: on a step that
+        does not exchange, only those few ops are skipped, however many variables move.
+        The function finds the worker's variables by their names, as the task's half finds
+        the centres (`_VariableAddress`).
+
+        Args:
+            group: the `_TaskGroup`.
+            index: its position, for the function's name.
+            task_function: the task's half to run there by `RemoteCall`; None for a direct
+                call, whose function holds the task's half itself, pinned to the task.
+
+        Returns:
+            The concrete function, `_noinline` (a session would otherwise inline it, and a
+            direct call's ps ops would give every step a ps partition).
+        """
+        workers = [_VariableAddress.of(entry.worker) for entry in group.entries]
+        local_centres = [_VariableAddress.of(entry.local_center) for entry in group.entries]
+        rate = self._moving_rate
+        use_locking = self._use_locking
+
+        def exchange_with_task():
+            with tf.compat.v1.device(self._worker_device):
+                values = [address.read() for address in workers]
+                inputs = list(values)
+                if group.global_step is not None:
+                    inputs.append(tf.ones([], group.global_step.dtype.base_dtype))
+                if task_function is None:
+                    outputs = self._task_half(group, inputs, group.target)
+                else:
+                    outputs = tf.raw_ops.RemoteCall(
+                        target=group.target,
+                        args=inputs,
+                        Tout=[value.dtype for value in inputs],
+                        f=task_function,
+                    )
+                updates = []
+                for worker, local_centre, value, centre in zip(
+                    workers, local_centres, values, outputs, strict=False
+                ):
+                    centre.set_shape(value.shape)
+                    updates += _move_worker(worker, local_centre, value, centre, rate, use_locking)[
+                        1
+                    ]
+                return _return_after([*updates, outputs[-1].op], [tf.constant(True)])
+
+        exchange_with_task.__name__ = f"easgd_exchange_with_task_{index}"
+        if task_function is None:
+            exchange_with_task.__name__ += "_direct"
+        return define_function(exchange_with_task, [], noinline=True)
+
+    def _define_local_function(self):
+        """Defines the exchange of the centres the worker reaches without a call (its own
+        task's, or unplaced) as one `_noinline` function, like the calls: a step that does
+        not exchange then skips one op. Every variable is found by name."""
+        rate = self._moving_rate
+        use_locking = self._use_locking
+        entries = [
+            (
+                _VariableAddress.of(entry.worker),
+                _VariableAddress.of(entry.local_center),
+                _VariableAddress.of(entry.global_center),
+                entry.global_center.device,
+            )
+            for entry in self._local.entries
+        ]
+        global_step = self._local.global_step
+        step = None if global_step is None else _VariableAddress.of(global_step)
+
+        def exchange_locally():
+            moved = []
+            for worker, local_centre, global_centre, centre_device in entries:
+                with tf.compat.v1.device(centre_device):
+                    centre = global_centre.read(copy=True)
+                with tf.compat.v1.device(self._worker_device):
+                    delta, updates = _move_worker(
+                        worker, local_centre, worker.read(), centre, rate, use_locking
+                    )
+                moved += updates
+                with tf.compat.v1.device(centre_device):
+                    moved.append(global_centre.assign_add(delta, use_locking))
+            if step is not None:
+                with tf.control_dependencies(moved), tf.compat.v1.device(global_step.device):
+                    moved.append(step.assign_add(tf.ones([], step.dtype), use_locking))
+            return _return_after(moved, [tf.constant(True)])
+
+        exchange_locally.__name__ = "easgd_exchange_locally"
+        return define_function(exchange_locally, [], noinline=True)
 
     def _call_task(self, group, gates):
-        """Builds the call of `group` and the worker's half; returns the update ops.
+        """Builds the call of the worker's exchange with `group`; returns its done tensor.
 
         Args:
             group: the `_TaskGroup` of a ps task.
             gates: None to call by `RemoteCall` only; else the `_CallGates` that choose.
         """
-        values = [tf.identity(entry.worker.read_value()) for entry in group.entries]
-        inputs = list(values)
-        if group.global_step is not None:
-            inputs.append(tf.ones([], group.global_step.dtype.base_dtype))
-        remote_call_function, direct_function = self._functions[group.target]
+        by_remote_call, by_direct_call = self._functions[group.target]
         name = _call_name(group.target)
-        types = [value.dtype for value in inputs]
-        if gates is None:
-            outputs = tf.raw_ops.RemoteCall(
-                target=group.target, args=inputs, Tout=types, f=remote_call_function, name=name
+
+        def call(function, suffix=""):
+            (done,) = tf.raw_ops.StatefulPartitionedCall(
+                args=[], Tout=[tf.bool], f=function, name=name + suffix
             )
-        else:
-            # The call not taken is dead; each Merge passes on the output of the other.
-            with tf.control_dependencies([gates.remote_call]):
-                by_remote_call = tf.raw_ops.RemoteCall(
-                    target=group.target, args=inputs, Tout=types, f=remote_call_function, name=name
-                )
-            with tf.control_dependencies([gates.direct_call]):
-                by_direct_call = tf.raw_ops.StatefulPartitionedCall(
-                    args=inputs, Tout=types, f=direct_function, name=f"{name}_direct"
-                )
-            outputs = [
-                tf.raw_ops.Merge(inputs=[a, b])[0]
-                for a, b in zip(by_remote_call, by_direct_call, strict=True)
-            ]
-        updates = []
-        for entry, value, centre in zip(group.entries, values, outputs, strict=False):
-            centre.set_shape(value.shape)
-            refresh = tf.compat.v1.assign(entry.local_center, centre, use_locking=self._use_locking)
-            delta = tf.cast(self._moving_rate, value.dtype) * (value - centre)
-            move = tf.compat.v1.assign_sub(entry.worker, delta, use_locking=self._use_locking)
-            updates += [refresh.op, move.op]
-        return [*updates, outputs[-1].op]  # The call last: the next one waits for it.
+            return done
+
+        if gates is None:
+            return call(by_remote_call)
+        # The call not taken is dead; the Merge passes on the output of the other.
+        with tf.control_dependencies([gates.remote_call]):
+            remote_call_done = call(by_remote_call)
+        with tf.control_dependencies([gates.direct_call]):
+            direct_call_done = call(by_direct_call, "_direct")
+        done, _ = tf.raw_ops.Merge(inputs=[remote_call_done, direct_call_done])
+        return done
 
     def _plain_exchange(self, entries):
         """The exchange with ordinary ops, for centres the worker reaches without a call."""
@@ -308,22 +405,38 @@ class _VariableAddress:
             return tf.raw_ops.VarIsInitializedOp(resource=self._handle())
         return tf.raw_ops.IsVariableInitialized(ref=self._ref())
 
-    def read_and_add(self, delta_of, use_locking):
-        """Reads the variable, then adds `delta_of(value)` to it.
+    def read(self, copy=False):
+        """Builds a read of the variable.
 
-        Returns:
-            (the value read, a copy unaffected by the addition; the addition op).
+        Args:
+            copy: whether the value must stay as read when the variable is updated later
+                in the same step. A resource variable's read always does (an update copies
+                the buffer while a read holds it); a ref variable's read is its buffer
+                unless copied.
         """
         if self.kind == "resource":
-            handle = self._handle()
-            # The addition copies the buffer while this read still holds it (copy on write).
-            value = tf.raw_ops.ReadVariableOp(resource=handle, dtype=self.dtype)
-            add = tf.raw_ops.AssignAddVariableOp(resource=handle, value=delta_of(value))
-            return value, add
-        ref = self._ref()
-        value = tf.raw_ops.Snapshot(input=ref)  # A copy: AssignAdd updates `ref` in place.
-        add = tf.raw_ops.AssignAdd(ref=ref, value=delta_of(value), use_locking=use_locking)
-        return value, add.op
+            return tf.raw_ops.ReadVariableOp(resource=self._handle(), dtype=self.dtype)
+        if copy:
+            return tf.raw_ops.Snapshot(input=self._ref())
+        return tf.raw_ops.Identity(input=self._ref())
+
+    def assign(self, value, use_locking):
+        """Builds an assignment of `value` to the variable; returns the op."""
+        if self.kind == "resource":
+            return tf.raw_ops.AssignVariableOp(resource=self._handle(), value=value)
+        return tf.raw_ops.Assign(ref=self._ref(), value=value, use_locking=use_locking).op
+
+    def assign_add(self, value, use_locking):
+        """Builds an addition of `value` to the variable; returns the op."""
+        if self.kind == "resource":
+            return tf.raw_ops.AssignAddVariableOp(resource=self._handle(), value=value)
+        return tf.raw_ops.AssignAdd(ref=self._ref(), value=value, use_locking=use_locking).op
+
+    def assign_sub(self, value, use_locking):
+        """Builds a subtraction of `value` from the variable; returns the op."""
+        if self.kind == "resource":
+            return tf.raw_ops.AssignSubVariableOp(resource=self._handle(), value=value)
+        return tf.raw_ops.AssignSub(ref=self._ref(), value=value, use_locking=use_locking).op
 
     def _handle(self):
         return tf.raw_ops.VarHandleOp(
@@ -436,6 +549,50 @@ def define_function(python_function, signature, noinline=False):
     return function
 
 
+def _move_worker(worker, local_centre, value, centre, rate, use_locking):
+    """Builds the worker's half of an exchange of one variable in a function being traced.
+
+    Sets the local centre to `centre` and moves the worker by d = rate * (value - centre),
+    the d that the centre moves by the other way.
+
+    Args:
+        worker, local_centre: the `_VariableAddress`es of the worker's variable and of its
+            local centre.
+        value: the worker's value that the exchange sent.
+        centre: the centre as the exchange read it.
+        rate: the elastic rate alpha, a Python float.
+        use_locking: whether the updates take locks.
+
+    Returns:
+        (d, the two update ops).
+    """
+    delta = tf.cast(rate, value.dtype) * (value - centre)
+    return delta, [local_centre.assign(centre, use_locking), worker.assign_sub(delta, use_locking)]
+
+
+def _return_after(updates, outputs):
+    """Ends the body of a function being traced: returns `outputs` once every op of `updates`
+    has run, and makes every call run `updates` whatever the caller uses of its outputs.
+
+    `tf.function` lists a function's stateful ops as its control outputs, which a session
+    runs even when the caller uses no output; it leaves out the updates of ref variables
+    (`Assign`, `AssignAdd`, `AssignSub` are not stateful ops). A call whose output only a
+    control dependency uses would then lose them: the session's optimizer prunes an unused
+    output with all that only it needs. This lists them too.
+
+    Args:
+        updates: the operations of the body that change state.
+        outputs: the tensors to return.
+
+    Returns:
+        A list of identities of `outputs` that wait for `updates`.
+    """
+    graph = tf.compat.v1.get_default_graph()
+    graph.control_outputs.extend(op for op in updates if not op.op_def.is_stateful)
+    with tf.control_dependencies(updates):
+        return [tf.identity(output) for output in outputs]
+
+
 def _call_name(target):
     """A readable op name for the call to `target`, e.g. "exchange_with_ps_1"."""
     spec = tf.DeviceSpec.from_string(target)
@@ -454,7 +611,7 @@ def _remote_target(variable, worker):
         job in its device, lives on the worker's own task, or is of a kind the remote
         function cannot address.
     """
-    if variable.op.type not in _RESOURCE_VARIABLE_OPS + _REF_VARIABLE_OPS:
+    if not _is_addressable(variable):
         return None
     spec = tf.DeviceSpec.from_string(variable.device or "")
     if spec.job is None:
@@ -463,3 +620,8 @@ def _remote_target(variable, worker):
     if task == (worker.job, worker.replica or 0, worker.task or 0):
         return None
     return f"/job:{task[0]}/replica:{task[1]}/task:{task[2]}"
+
+
+def _is_addressable(variable):
+    """Whether a function can find `variable` by name (`_VariableAddress`)."""
+    return variable.op.type in _RESOURCE_VARIABLE_OPS + _REF_VARIABLE_OPS
