@@ -498,10 +498,13 @@ with the library's default, contrib's (`easgd-10`: 0.9 / period / workers = 0.04
 lets the centre follow the workers ten times more slowly."""
 
 _STATIC_OVERHEAD = """\
-One process, a plain `tf.compat.v1.Session()` with no cluster: the same model and batch
-trained by `GradientDescentOptimizer` alone and by `ElasticAverageOptimizer` wrapping it,
-with a period no run reaches, so that every measured step is a step that does not exchange.
-Blocks of steps of the two alternate; the table gives the median time per step. The extra
+A plain `tf.compat.v1.Session()` with no cluster: the same model and batch trained by
+`GradientDescentOptimizer` alone and by `ElasticAverageOptimizer` wrapping it, with a period
+no run reaches, so that every measured step is a step that does not exchange. Blocks of
+steps of the two alternate, in three fresh processes per world (a process that has run
+other sections, or even a fresh one, keeps an offset of its own of a few per cent on the
+tiny model, either way); the table gives the median time per step over the blocks of all
+three. The extra
 work of a non-exchange step is fixed (increment `local_step`, compare, one Switch and Merge
 around the skipped exchange), so it weighs most on the tiny model."""
 
@@ -521,16 +524,17 @@ the byte counts show the dead tensors' cost, about 8 KB per step (`naive-easgd-1
 task holding centres it defines a function (`tf.function`, traced once) that does the ps
 half of the exchange where the centres live: read each centre, `d = alpha * (x - c)`,
 `c += d`, then `global_step += 1` if the step lives there, and return the centres read. The
-worker calls it with an op placed on the worker, behind one worker-local Switch (`run_if`
-in exchange.py, the gating of a v1 `tf.cond` without a Switch per captured variable). A
-step that does not exchange therefore runs one partition, on the worker, and sends nothing
-(`tests/test_exchange.py` checks this through `RunMetadata`: one partition graph, no ps
-device in the step stats). An exchange step calls each ps task once with the worker's
-values and gets the centres back; the worker sets its local centres and applies the same
-`d`. The function addresses each centre by container and shared name, as the variable's own
-op does, so it works for ref variables (TF1 mode, `VariableV2`) and resource variables (TF2
-graph mode, `VarHandleOp`). Public API and results are unchanged: the existing trajectory
-tests pass as they were.
+worker's whole exchange with that task (read its values, call, set its local centres, apply
+the same `d`) is one more function, called by one op placed on the worker, behind one
+worker-local Switch (`run_if` in exchange.py, the gating of a v1 `tf.cond` without a Switch
+per captured variable). A step that does not exchange therefore runs one partition, on the
+worker, and sends nothing (`tests/test_exchange.py` checks this through `RunMetadata`: one
+partition graph, no ps device in the step stats), and skips a few call ops whatever the
+number of variables. An exchange step calls each ps task once with the worker's values and
+gets the centres back. The functions address each variable by container and shared name,
+as the variable's own op does, so they work for ref variables (TF1 mode, `VariableV2`) and
+resource variables (TF2 graph mode, `VarHandleOp`). Public API and results are unchanged:
+the existing trajectory tests pass as they were.
 
 The call has two transports (`tf_contrib_easgd/transport.py`), both in the graph behind a
 second worker-local Switch, on whether a marker resource exists on the worker (no
@@ -539,9 +543,10 @@ variable: collections and checkpoints stay contrib's):
 - `RemoteCall` (`easgd-P-remotecall`) works in every session but ships its arguments and
   results inside the RunGraph messages as protobuf tensors, which copies each tensor several
   times on both sides.
-- The direct call (`easgd-P`) is a `StatefulPartitionedCall` of the same function with its
-  ops pinned to the ps task and marked `_noinline`, so that the session does not inline it
-  into the step's graph (which would give every step a ps partition again). The worker's
+- The direct call (`easgd-P`) is a function that holds the ps half itself, its ops pinned
+  to the ps task; like every exchange function it is marked `_noinline`, so that the
+  session does not inline it into the step's graph (which would give every step a ps
+  partition again). The worker's
   function runtime runs the ps part on the ps and moves the tensors with Send/Recv, TF's
   RecvTensor path that a ps partition uses, close to zero-copy. It needs the worker's
   session to know the ps devices, `share_cluster_devices_in_session=True`; the
@@ -560,9 +565,9 @@ Known costs and limits:
   what keeps `easgd-10` near, not at, 0.9 x the local-only ceiling on the 2.9 M model;
   fusing those passes into fewer kernels is the next step.
 - On steps that do not exchange, the fixed cost (local step counter, comparison, Switch
-  and Merge, and the dead ops of the skipped exchange branch, which the executor still
-  visits) weighs on the tiny model only; putting the branch behind one function-call node
-  would leave one dead op instead of one per operation.
+  and Merge, and the skipped call ops, which the executor still visits) weighs on the tiny
+  model only. Before each task's exchange became one function call, the skipped branch
+  held some ten ops per variable.
 - Calls to several ps tasks are made one after the other. (What looked like a hang of two
   calls in flight at once was the in-process deadlock of README.md's "A whole cluster in one
   process": a worker's first call waits on a thread of the process's inter-op pool until

@@ -9,7 +9,7 @@ Sections (see BENCHMARKS.md for what each measures and why):
    real processes, configurations interleaved, repeated in rounds.
 2. bytes: loopback bytes per local step of one worker, in a private network namespace.
 3. accuracy: wall time until the shared model reaches a test accuracy on the digits.
-4. overhead: per-step time of the wrapped optimizer alone vs inside EASGD, one process.
+4. overhead: per-step time of the wrapped optimizer alone vs inside EASGD, fresh processes.
 
 Everything a section starts, it stops: processes are killed and namespaces deleted when
 the section ends, also on error or Ctrl-C.
@@ -21,6 +21,7 @@ import os
 import pathlib
 import platform
 import shlex
+import statistics
 import sys
 import tempfile
 import time
@@ -59,6 +60,8 @@ QUICK_ACCURACY_CONFIGS = ((PAPER_EASGD, None), ("async", None), ("local", 1))
 ACCURACY_TARGET = 0.97
 ACCURACY_LEARNING_RATE = 0.05
 CALL_TIMEOUT_SECS = 300.0
+#: Fresh processes the overhead section measures in, per world (blocks pooled).
+OVERHEAD_PROCESSES = 3
 
 
 def throughput(cluster, model, configs, rounds, seconds, warm_secs, log):
@@ -134,23 +137,48 @@ def time_to_accuracy(cluster, configs, repeats, seconds, eval_every, log):
     return results
 
 
-def per_step_overhead(cluster, model_names, blocks, block_secs, log):
-    """Per-step time of SGD vs EASGD on steps that do not exchange, in worker 0's process."""
+def per_step_overhead(world, model_names, processes, blocks, block_secs, log_dir, log):
+    """Per-step time of SGD vs EASGD on steps that do not exchange, in fresh processes.
+
+    Each process is the worker of a cluster started for this measurement alone, so that
+    nothing an earlier section ran in it weighs on the times. A process keeps an offset of
+    its own (a few per cent on the tiny model, either way); the blocks of all the processes
+    are pooled, so that the medians average those offsets out.
+
+    Returns:
+        Per model: the answer of each process, the pooled seconds per step of every block
+        ("block_secs_per_step") and their medians ("median_secs_per_step").
+    """
+    answers = {model: [] for model in model_names}
+    for index in range(processes):
+        with BenchCluster(1, 1, world, log_dir / f"overhead-{world}-{index}") as cluster:
+            for model in model_names:
+                answers[model].append(
+                    cluster.call(
+                        0,
+                        "overhead",
+                        CALL_TIMEOUT_SECS,
+                        model=model,
+                        blocks=blocks,
+                        block_secs=block_secs,
+                    )
+                )
     results = {}
-    for model in model_names:
-        answer = cluster.call(
-            0,
-            "overhead",
-            CALL_TIMEOUT_SECS,
-            model=model,
-            blocks=blocks,
-            block_secs=block_secs,
-        )
-        medians = answer["median_secs_per_step"]
-        results[model] = answer
+    for model, per_process in answers.items():
+        pooled = {
+            key: [secs for answer in per_process for secs in answer["block_secs_per_step"][key]]
+            for key in ("sgd", "easgd")
+        }
+        medians = {key: statistics.median(values) for key, values in pooled.items()}
+        results[model] = {
+            "processes": per_process,
+            "block_secs_per_step": pooled,
+            "median_secs_per_step": medians,
+        }
         log(
             f"  {model}: sgd {medians['sgd'] * 1e3:.3f} ms, easgd {medians['easgd'] * 1e3:.3f} ms"
-            f" per step ({(medians['easgd'] / medians['sgd'] - 1) * 100:+.1f} %)"
+            f" per step ({(medians['easgd'] / medians['sgd'] - 1) * 100:+.1f} %, "
+            f"{len(per_process)} processes)"
         )
     return results
 
@@ -307,37 +335,32 @@ def main(argv):
                 eval_every=0.5,
                 log=log,
             )
-        if "overhead" in sections:
-            log("overhead: one process, no cluster (tf1)")
-            results["overhead"] = {
-                "tf1": per_step_overhead(
+    if with_tf2 and "throughput" in sections:
+        with BenchCluster(1, FLAGS.workers, "tf2", logs / "tf2", netns=netns_reason is None) as cl:
+            log(f"cluster up: 1 ps + {FLAGS.workers} workers (tf2)")
+            results["throughput_tf2"] = {
+                models.COMM_MLP.name: throughput(
                     cl,
-                    [models.TINY_MLP.name] if quick else [s.name for s in models.OVERHEAD],
-                    blocks=6 if quick else 16,
-                    block_secs=0.25,
+                    models.COMM_MLP.name,
+                    TF2_CONFIGS,
+                    max(1, (rounds + 1) // 2),
+                    seconds=8.0,
+                    warm_secs=3.0,
                     log=log,
                 )
             }
-    if with_tf2 and ({"throughput", "overhead"} & sections):
-        with BenchCluster(1, FLAGS.workers, "tf2", logs / "tf2", netns=netns_reason is None) as cl:
-            log(f"cluster up: 1 ps + {FLAGS.workers} workers (tf2)")
-            if "throughput" in sections:
-                results["throughput_tf2"] = {
-                    models.COMM_MLP.name: throughput(
-                        cl,
-                        models.COMM_MLP.name,
-                        TF2_CONFIGS,
-                        max(1, (rounds + 1) // 2),
-                        seconds=8.0,
-                        warm_secs=3.0,
-                        log=log,
-                    )
-                }
-            if "overhead" in sections:
-                log("overhead: one process, no cluster (tf2)")
-                results.setdefault("overhead", {})["tf2"] = per_step_overhead(
-                    cl, [s.name for s in models.OVERHEAD], blocks=16, block_secs=0.25, log=log
-                )
+    if "overhead" in sections:
+        for world in ("tf1", "tf2") if with_tf2 else ("tf1",):
+            log(f"overhead: no cluster, fresh processes ({world})")
+            results.setdefault("overhead", {})[world] = per_step_overhead(
+                world,
+                [models.TINY_MLP.name] if quick else [s.name for s in models.OVERHEAD],
+                processes=1 if quick else OVERHEAD_PROCESSES,
+                blocks=6 if quick else 16,
+                block_secs=0.25,
+                log_dir=logs,
+                log=log,
+            )
     results["load_after"] = os.getloadavg()
     results["duration_secs"] = time.time() - started
     (out / "results.json").write_text(json.dumps(results, indent=1))

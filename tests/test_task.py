@@ -261,6 +261,38 @@ def test_the_chief_checks_readiness_on_its_own_device():
     )
 
 
+def test_a_non_chief_waits_for_the_centre_before_every_session(monkeypatch):
+    # Each session a non-chief's creator makes (at start, and in each recovery, the monitored
+    # session's own included) comes after `_wait_for_centre`: the creator's readiness check
+    # then succeeds at once instead of sleeping 30 s.
+    calls = []
+    monkeypatch.setattr(task, "_wait_for_centre", lambda *args: calls.append(("wait", args)))
+
+    class Creator:
+        def create_session(self):
+            calls.append(("create", ()))
+            return f"session {len(calls) // 2}"
+
+    worker = task._Worker(
+        task=None,
+        config=_config("/unused", timeout_secs=7.0),
+        server=type("Server", (), {"target": "grpc://w1"})(),
+        session_config="the config",
+        g=type("Graph", (), {"saver": None})(),
+        dataset=None,
+        images=None,
+        labels=None,
+        reporter=None,
+        writer=None,
+        started_at=0.0,
+    )
+    creator = task._CentreWaitingSessionCreator(worker, tf.compat.v1.train.Scaffold())
+    creator._creator = Creator()
+    assert [creator.create_session(), creator.create_session()] == ["session 1", "session 2"]
+    wait = ("wait", ("grpc://w1", worker.g, "the config", 7.0))
+    assert calls == [wait, ("create", ()), wait, ("create", ())]
+
+
 @pytest.mark.parametrize(
     ("name", "kind", "after_one_step"),
     [

@@ -3,8 +3,9 @@
 A worker builds its own graph (between-graph replication): the model under an
 `ElasticAverageCustomGetter` inside a `replica_device_setter`, an `ElasticAverageOptimizer`
 around the chosen optimizer, and trains its shard of the data for `steps` local steps in a
-`MonitoredTrainingSession`. Worker 0, the chief, initialises the centre, writes the
-checkpoints and, once every worker has reported that it is done, exports the centre with
+`MonitoredSession` (with the session creators of `MonitoredTrainingSession`). Worker 0, the
+chief, initialises the centre, writes the checkpoints and, once every worker has reported
+that it is done, exports the centre with
 `swapping_saver`, restores it into a plain model, evaluates it on the test split, writes
 `summary.json` and tells the parameter servers to stop. A parameter server serves until
 the chief tells it the job is done.
@@ -350,8 +351,8 @@ def run_worker(task, config, reporter, started_at):
     wait_until_reachable(task.ps_hosts, config.timeout_secs)
     with g.graph.as_default():
         if not task.is_chief:
+            # The session creator waits (`_CentreWaitingSessionCreator`).
             reporter.event("waiting", what="the chief to initialise the centre")
-            _wait_for_centre(server.target, g, session_config, config.timeout_secs)
         writer = tf.compat.v1.summary.FileWriter(
             os.path.join(config.model_dir, f"worker_{task.task_index}"),
             graph=g.graph if task.is_chief else None,
@@ -378,8 +379,6 @@ def run_worker(task, config, reporter, started_at):
                     error=f"{type(error).__name__}: {_first_line(error)}",
                 )
                 wait_until_reachable(task.ps_hosts, config.timeout_secs)
-                if not task.is_chief:
-                    _wait_for_centre(server.target, g, session_config, config.timeout_secs)
         writer.close()
         with tf.compat.v1.Session(server.target, graph=g.graph, config=session_config) as raw:
             if task.is_chief:
@@ -471,35 +470,32 @@ def _first_line(error):
 
 
 def _run_session(worker, state):
-    """Trains in one `MonitoredTrainingSession` until `config.steps`; the chief then exports.
+    """Trains in one `MonitoredSession` until `config.steps`; the chief then exports.
 
     Returns:
         For the chief, `(local_steps, checkpoint, export_path, exchanges)`; else None.
     """
     g, task, config, reporter = worker.g, worker.task, worker.config, worker.reporter
     # Checkpoints are written by `_save_checkpoint`, not by MonitoredTrainingSession's
-    # CheckpointSaverHook: that hook reads global_step from the parameter server at every
-    # step, which halves the chief's speed here. Nor does the session restore them itself:
+    # `CheckpointSaverHook`: that hook reads global_step from the parameter server at
+    # every step, which halves the chief's speed here. Nor does the session restore them itself:
     # a chief with a checkpoint directory restores the latest checkpoint whenever it
     # starts, which would set a centre the ps still holds back to that checkpoint.
     # `_chief_init_fn` decides instead, each time a session is created.
     init_fn = None
     if task.is_chief:
         init_fn = functools.partial(_chief_init_fn, g=g, model_dir=config.model_dir, state=state)
-    with tf.compat.v1.train.MonitoredTrainingSession(
-        master=worker.server.target,
-        is_chief=task.is_chief,
-        scaffold=tf.compat.v1.train.Scaffold(
-            saver=g.saver, init_op=g.scaffold_init, init_fn=init_fn
-        ),
-        hooks=[g.hook, _StartReporter(worker, state)],
-        save_checkpoint_steps=None,
-        save_checkpoint_secs=None,
-        save_summaries_steps=None,
-        save_summaries_secs=None,
-        log_step_count_steps=None,
-        config=worker.session_config,
-        max_wait_secs=config.timeout_secs,
+    scaffold = tf.compat.v1.train.Scaffold(saver=g.saver, init_op=g.scaffold_init, init_fn=init_fn)
+    # The session creators of `MonitoredTrainingSession`, without its default hooks (no
+    # summaries, no step counter); a non-chief's waits for the centre first.
+    if task.is_chief:
+        creator = tf.compat.v1.train.ChiefSessionCreator(
+            scaffold=scaffold, master=worker.server.target, config=worker.session_config
+        )
+    else:
+        creator = _CentreWaitingSessionCreator(worker, scaffold)
+    with tf.compat.v1.train.MonitoredSession(
+        session_creator=creator, hooks=[g.hook, _StartReporter(worker, state)]
     ) as sess:
         train_started = time.monotonic()
         try:
@@ -552,10 +548,37 @@ def _chief_init_fn(scaffold, session, g, model_dir, state):
     }
 
 
+class _CentreWaitingSessionCreator(tf.compat.v1.train.SessionCreator):
+    """A non-chief worker's session creator: waits until the chief has initialised the
+    centre, then creates the session as `MonitoredTrainingSession` would.
+
+    Alone, that session checks readiness and sleeps 30 s after each failed check, at start
+    and in its own recoveries (a direct exchange call that reaches a restarted ps fails with
+    an `AbortedError`, and it creates a new session at once, before the chief has restored
+    the centre). Polling first (`_wait_for_centre`) makes its first check succeed.
+    """
+
+    def __init__(self, worker, scaffold):
+        self._worker = worker
+        self._creator = tf.compat.v1.train.WorkerSessionCreator(
+            scaffold=scaffold,
+            master=worker.server.target,
+            config=worker.session_config,
+            max_wait_secs=worker.config.timeout_secs,
+        )
+
+    def create_session(self):
+        worker = self._worker
+        _wait_for_centre(
+            worker.server.target, worker.g, worker.session_config, worker.config.timeout_secs
+        )
+        return self._creator.create_session()
+
+
 class _StartReporter(tf.compat.v1.train.SessionRunHook):
     """Reports "started" after each session creation (after the EASGD hook's start-up).
 
-    `MonitoredTrainingSession` recovers by itself from an `AbortedError` or
+    `MonitoredSession` recovers by itself from an `AbortedError` or
     `UnavailableError` (a direct exchange call that reaches a restarted ps fails with the
     former) by creating a new session; that recovery is reported too, once however many
     attempts it takes, as the recovery loop of `run_worker` reports its own.
@@ -564,7 +587,7 @@ class _StartReporter(tf.compat.v1.train.SessionRunHook):
     def __init__(self, worker, state):
         self._worker = worker
         self._state = state
-        self._started = False  # A session of this MonitoredTrainingSession reported "started".
+        self._started = False  # A session of this MonitoredSession reported "started".
         self._recovering = False  # The recovery since that session is reported.
 
     def after_create_session(self, session, coord):
@@ -646,7 +669,7 @@ def _save_checkpoint(sess, g, model_dir):
 
 
 def _raw_session(sess):
-    """The `tf.compat.v1.Session` inside a `MonitoredTrainingSession`, as it is now.
+    """The `tf.compat.v1.Session` inside a `MonitoredSession`, as it is now.
 
     Savers and one-off reads run on it directly. Not through `run_step_fn`: when its
     function fails on a lost parameter server, `run_step_fn` creates a new session and
@@ -725,8 +748,9 @@ def _summary(values):
 def _wait_for_centre(target, g, session_config, timeout_secs):
     """Waits until the chief has initialised every global variable (the centre).
 
-    `MonitoredTrainingSession` on a non-chief worker checks this too, but sleeps 30 s
-    after each failed check; polling here first makes its first check succeed.
+    A non-chief's session creator (`tf.compat.v1.train.WorkerSessionCreator`) checks this
+    too, but sleeps 30 s after each failed check; polling here first makes its first check
+    succeed (`_CentreWaitingSessionCreator`).
 
     Raises:
         TimeoutError: if the variables are still uninitialised after `timeout_secs`.
