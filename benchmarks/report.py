@@ -566,8 +566,15 @@ Known costs and limits:
   fusing those passes into fewer kernels is the next step.
 - On steps that do not exchange, the fixed cost (local step counter, comparison, Switch
   and Merge, and the skipped call ops, which the executor still visits) weighs on the tiny
-  model only. Before each task's exchange became one function call, the skipped branch
-  held some ten ops per variable.
+  model only: some 17 us on a step of about 330 us, at the 5 % target, with offsets of a
+  few per cent between processes (section 4 pools three). Before each task's exchange
+  became one function call, the skipped branch held some ten ops per variable; side by
+  side in one process that change saved 5 to 12 us a step, which the pooled medians here
+  do not resolve.
+- Once in this run (`easgd-64`, mlp-2.9M, round 0) both workers made almost no step for
+  the whole window: the round took 17 s longer than the others and nothing was logged. It
+  did not recur in the other rounds, nor in 8 clusters started afterwards to look for it (22
+  first exchanges); the medians hold, the min column shows it.
 - Calls to several ps tasks are made one after the other. (What looked like a hang of two
   calls in flight at once was the in-process deadlock of README.md's "A whole cluster in one
   process": a worker's first call waits on a thread of the process's inter-op pool until
