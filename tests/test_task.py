@@ -11,6 +11,7 @@ import io
 import json
 import os
 import threading
+import types
 
 import numpy as np
 import portpicker
@@ -276,9 +277,9 @@ def test_a_non_chief_waits_for_the_centre_before_every_session(monkeypatch):
     worker = task._Worker(
         task=None,
         config=_config("/unused", timeout_secs=7.0),
-        server=type("Server", (), {"target": "grpc://w1"})(),
+        server=types.SimpleNamespace(target="grpc://w1"),
         session_config="the config",
-        g=type("Graph", (), {"saver": None})(),
+        g=types.SimpleNamespace(saver=None),
         dataset=None,
         images=None,
         labels=None,

@@ -103,7 +103,6 @@ class ElasticExchange:
         self._transport = transport
         self._moving_rate = moving_rate
         self._use_locking = use_locking
-        self._global_step = global_step
         worker = tf.DeviceSpec.from_string(worker_device or "")
         groups = {}
         for entry in centered:
@@ -165,10 +164,7 @@ class ElasticExchange:
                     updates.append(self._call_task(group, gates))
         if self._local_function is not None:
             with tf.control_dependencies(updates), tf.compat.v1.device(self._worker_device):
-                (done,) = tf.raw_ops.StatefulPartitionedCall(
-                    args=[], Tout=[tf.bool], f=self._local_function, name="exchange_locally"
-                )
-            updates.append(done)
+                updates.append(_call(self._local_function, "exchange_locally"))
         else:
             updates += self._plain_exchange(self._local.entries)
             if self._local.global_step is not None:
@@ -329,20 +325,13 @@ class ElasticExchange:
         """
         by_remote_call, by_direct_call = self._functions[group.target]
         name = _call_name(group.target)
-
-        def call(function, suffix=""):
-            (done,) = tf.raw_ops.StatefulPartitionedCall(
-                args=[], Tout=[tf.bool], f=function, name=name + suffix
-            )
-            return done
-
         if gates is None:
-            return call(by_remote_call)
+            return _call(by_remote_call, name)
         # The call not taken is dead; the Merge passes on the output of the other.
         with tf.control_dependencies([gates.remote_call]):
-            remote_call_done = call(by_remote_call)
+            remote_call_done = _call(by_remote_call, name)
         with tf.control_dependencies([gates.direct_call]):
-            direct_call_done = call(by_direct_call, "_direct")
+            direct_call_done = _call(by_direct_call, f"{name}_direct")
         done, _ = tf.raw_ops.Merge(inputs=[remote_call_done, direct_call_done])
         return done
 
@@ -591,6 +580,13 @@ def _return_after(updates, outputs):
     graph.control_outputs.extend(op for op in updates if not op.op_def.is_stateful)
     with tf.control_dependencies(updates):
         return [tf.identity(output) for output in outputs]
+
+
+def _call(function, name):
+    """Builds a call of an exchange function (no argument, one bool output); returns the
+    output, True once the exchange is done."""
+    (done,) = tf.raw_ops.StatefulPartitionedCall(args=[], Tout=[tf.bool], f=function, name=name)
+    return done
 
 
 def _call_name(target):

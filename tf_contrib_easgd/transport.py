@@ -4,8 +4,9 @@ An exchange step calls, for each parameter server task holding centres, a functi
 does that task's half of the exchange where the centres live (exchange.py). The call can go
 two ways, and which one works depends on the session, not on the graph:
 
-* `DIRECT`: a `StatefulPartitionedCall` on the worker of a function whose ops are placed on
-  the ps task. The worker's function runtime splits it into a worker part and a ps part and
+* `DIRECT`: a `StatefulPartitionedCall` on the worker of a function that holds the ps half
+  of the exchange, its ops placed on the ps task, besides the worker's half. The worker's
+  function runtime splits it into a worker part and a ps part and
   moves the tensors between them with TensorFlow's Send/Recv (the RecvTensor RPC a ps
   partition of a session uses, which copies least). It needs the worker's session to know
   the ps devices: the session's `tf.compat.v1.ConfigProto` must have
