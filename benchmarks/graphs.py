@@ -9,6 +9,8 @@ Configurations (names as in the tables):
   moving rate (0.9 / P / workers); `easgd-P-alphaA` sets the moving rate to A.
 - `naive-easgd-P`: the same algorithm with the first, per-step cross-device `tf.cond`
   exchange (`naive_easgd.py`), for comparison.
+- `copy-easgd-P`: `easgd-P` with an exchange that moves the same bytes and does no
+  arithmetic (`copy_only.py`): the floor of the exchange's cost.
 
 Every worker session shares the cluster's devices (`share_cluster_devices_in_session`), so
 EASGD's exchanges call the ps directly (tf_contrib_easgd/transport.py), except in
@@ -22,11 +24,17 @@ import re
 import tensorflow as tf
 
 from benchmarks import models
+from benchmarks.copy_only import CopyOnlyElasticAverageOptimizer
 from benchmarks.naive_easgd import NaiveElasticAverageOptimizer
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 
-_EASGD = re.compile(r"^(naive-)?easgd-(\d+)(?:-alpha([0-9.]+))?(-remotecall)?$")
+_EASGD = re.compile(r"^(naive-|copy-)?easgd-(\d+)(?:-alpha([0-9.]+))?(-remotecall)?$")
 BASELINES = ("local", "async", "sync")
+_OPTIMIZERS = {
+    None: ElasticAverageOptimizer,
+    "naive-": NaiveElasticAverageOptimizer,
+    "copy-": CopyOnlyElasticAverageOptimizer,
+}
 
 
 def check_config(name):
@@ -34,7 +42,8 @@ def check_config(name):
     if name not in BASELINES and not _EASGD.match(name):
         raise ValueError(
             f"Unknown configuration {name!r}; valid values are {list(BASELINES)}, "
-            "'easgd-P', 'easgd-P-alphaA', 'easgd-P-remotecall' and 'naive-easgd-P' for a "
+            "'easgd-P', 'easgd-P-alphaA', 'easgd-P-remotecall', 'naive-easgd-P' and "
+            "'copy-easgd-P' for a "
             "period P >= 1 and a moving rate A."
         )
 
@@ -120,7 +129,7 @@ def build(
                 worker_init += [sync.local_step_init_op]
             return Built(graph, train_op, chief_init, worker_init, params, sync)
 
-        naive, period, moving_rate, remote_call = _EASGD.match(config).groups()
+        variant, period, moving_rate, remote_call = _EASGD.match(config).groups()
         getter = ElasticAverageCustomGetter(worker_device)
         with (
             tf.compat.v1.device(setter),
@@ -128,7 +137,7 @@ def build(
         ):
             params = models.make_params(spec)
             global_step = tf.compat.v1.train.get_or_create_global_step()
-            optimizer_class = NaiveElasticAverageOptimizer if naive else ElasticAverageOptimizer
+            optimizer_class = _OPTIMIZERS[variant]
             opt = optimizer_class(
                 sgd,
                 num_workers,

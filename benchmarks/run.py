@@ -49,9 +49,24 @@ FLAGS = flags.FLAGS
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PERIODS = (1, 4, 10, 64)
 EASGD = tuple(f"easgd-{p}" for p in PERIODS)
-FULL_CONFIGS = ("local", "async", "sync", *EASGD, "easgd-10-remotecall", "naive-easgd-10")
+FULL_CONFIGS = (
+    "local",
+    "async",
+    "sync",
+    *EASGD,
+    "easgd-10-remotecall",
+    "naive-easgd-10",
+    "copy-easgd-10",
+)
 QUICK_CONFIGS = ("local", "async", "sync", "easgd-1", "easgd-10", "easgd-64")
-TF2_CONFIGS = ("local", "async", "easgd-10", "easgd-10-remotecall", "naive-easgd-10")
+TF2_CONFIGS = (
+    "local",
+    "async",
+    "easgd-10",
+    "easgd-10-remotecall",
+    "naive-easgd-10",
+    "copy-easgd-10",
+)
 # (configuration, workers; None: all). EASGD with the paper's moving rate (beta = p * alpha =
 # 0.9, so alpha = 0.9 / p) and with the library's default (0.9 / period / p).
 PAPER_EASGD = "easgd-10-alpha0.45"
@@ -167,7 +182,7 @@ def per_step_overhead(world, model_names, processes, blocks, block_secs, log_dir
     for model, per_process in answers.items():
         pooled = {
             key: [secs for answer in per_process for secs in answer["block_secs_per_step"][key]]
-            for key in ("sgd", "easgd")
+            for key in per_process[0]["block_secs_per_step"]  # sgd, easgd, cond (overhead.py)
         }
         medians = {key: statistics.median(values) for key, values in pooled.items()}
         results[model] = {
@@ -177,8 +192,9 @@ def per_step_overhead(world, model_names, processes, blocks, block_secs, log_dir
         }
         log(
             f"  {model}: sgd {medians['sgd'] * 1e3:.3f} ms, easgd {medians['easgd'] * 1e3:.3f} ms"
-            f" per step ({(medians['easgd'] / medians['sgd'] - 1) * 100:+.1f} %, "
-            f"{len(per_process)} processes)"
+            f" ({(medians['easgd'] / medians['sgd'] - 1) * 100:+.1f} %), cond "
+            f"{medians['cond'] * 1e3:.3f} ms ({(medians['cond'] / medians['sgd'] - 1) * 100:+.1f}"
+            f" %) per step, {len(per_process)} processes"
         )
     return results
 
@@ -208,7 +224,7 @@ def _build(cluster, config, model, workers, learning_rate=0.01):
 
 def _expected_transport(config):
     """How the exchanges of `config` must go (graphs.py), or None for no EASGD optimizer."""
-    if config.startswith("easgd-"):
+    if config.startswith(("easgd-", "copy-easgd-")):
         return "remote_call" if config.endswith("-remotecall") else "direct"
     if config.startswith("naive-easgd-"):
         return "none"  # Its own exchange: ops on the ps inside a cond, no call.
@@ -356,7 +372,7 @@ def main(argv):
                 world,
                 [models.TINY_MLP.name] if quick else [s.name for s in models.OVERHEAD],
                 processes=1 if quick else OVERHEAD_PROCESSES,
-                blocks=6 if quick else 16,
+                blocks=6 if quick else 8,
                 block_secs=0.25,
                 log_dir=logs,
                 log=log,

@@ -269,3 +269,58 @@ def test_non_exchange_steps_touch_no_remote_device(world, cluster, container, tr
 )
 def test_is_recoverable_error(error, recoverable):
     assert tf_contrib_easgd.is_recoverable_error(error) is recoverable
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("transport", ["remote_call", "direct"])
+def test_copy_only_exchange_moves_values_without_arithmetic(world, cluster, container, transport):
+    # The benchmarks' floor of the exchange (benchmarks/copy_only.py) overrides the two
+    # halves of each variable's exchange: check that it does what the floor claims.
+    from benchmarks.copy_only import CopyOnlyElasticAverageOptimizer  # noqa: PLC0415
+
+    with tf.Graph().as_default() as graph:
+        getter = ElasticAverageCustomGetter(WORKER)
+        with worker_scope(cluster.spec, 0, getter, container):
+            x = tf.compat.v1.get_variable("x", (4,), initializer=tf.compat.v1.ones_initializer())
+            global_step = tf.compat.v1.train.get_or_create_global_step()
+            opt = CopyOnlyElasticAverageOptimizer(
+                tf.compat.v1.train.GradientDescentOptimizer(0.5),
+                1,
+                getter,
+                communication_period=1,
+                moving_rate=0.5,
+                rho=0.0,
+            )
+            train_op = opt.minimize(tf.reduce_sum(x.read_value()), global_step=global_step)
+        (entry,) = getter.centered_variables()
+        reads = [v.read_value() for v in (x, entry.local_center, entry.global_center, global_step)]
+        init = tf.compat.v1.global_variables_initializer()
+        local_init = tf.compat.v1.local_variables_initializer()
+        opt.get_init_op(0)
+    with cluster.session(0, graph, share_devices=transport == "direct") as session:
+        session.run(init)
+        session.run(local_init)
+        assert opt.choose_exchange_transport(session) == transport
+        session.run(train_op)
+        worker, local_centre, centre, step = session.run(reads)
+    # The local step takes x from 1 to 1 - 0.5 * 1 = 0.5. The copy-only exchange then stores
+    # it as the centre, the old centre (1) as the local centre, and leaves x at 0.5; EASGD's
+    # would have moved both by d = 0.5 * (0.5 - 1) = -0.25.
+    np.testing.assert_array_equal(worker, np.full(4, 0.5))
+    np.testing.assert_array_equal(local_centre, np.ones(4))
+    np.testing.assert_array_equal(centre, np.full(4, 0.5))
+    assert step == 1  # The global step still counts the exchange.
+
+
+def test_copy_only_exchange_refuses_centres_on_the_worker(world):
+    from benchmarks.copy_only import CopyOnlyElasticAverageOptimizer  # noqa: PLC0415
+
+    with tf.Graph().as_default():
+        getter = ElasticAverageCustomGetter("")
+        with tf.compat.v1.variable_scope("", custom_getter=getter):
+            x = tf.compat.v1.get_variable("x", (2,))
+        opt = CopyOnlyElasticAverageOptimizer(
+            tf.compat.v1.train.GradientDescentOptimizer(0.5), 1, getter, rho=0.0
+        )
+        with pytest.raises(ValueError, match="every centre on a ps task"):
+            opt.minimize(tf.reduce_sum(x))

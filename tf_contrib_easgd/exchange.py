@@ -193,7 +193,6 @@ class ElasticExchange:
             The centres as read, then the global step as read if any (a `RemoteCall` takes
             and returns at least one tensor).
         """
-        rate = self._moving_rate
         use_locking = self._use_locking
         centres = [_VariableAddress.of(entry.global_center) for entry in group.entries]
         with tf.compat.v1.device(device):
@@ -201,8 +200,7 @@ class ElasticExchange:
             for address, value in zip(centres, inputs, strict=False):
                 centre = address.read(copy=True)
                 read.append(centre)
-                delta = tf.cast(rate, centre.dtype) * (value - centre)
-                moved.append(address.assign_add(delta, use_locking))
+                moved.append(self._move_centre(address, value, centre))
             if group.global_step is not None:
                 step = _VariableAddress.of(group.global_step)
                 with tf.control_dependencies(moved):
@@ -245,8 +243,6 @@ class ElasticExchange:
         """
         workers = [_VariableAddress.of(entry.worker) for entry in group.entries]
         local_centres = [_VariableAddress.of(entry.local_center) for entry in group.entries]
-        rate = self._moving_rate
-        use_locking = self._use_locking
 
         def exchange_with_task():
             with tf.compat.v1.device(self._worker_device):
@@ -268,9 +264,7 @@ class ElasticExchange:
                     workers, local_centres, values, outputs, strict=False
                 ):
                     centre.set_shape(value.shape)
-                    updates += _move_worker(worker, local_centre, value, centre, rate, use_locking)[
-                        1
-                    ]
+                    updates += self._move_worker(worker, local_centre, value, centre)[1]
                 return _return_after([*updates, outputs[-1].op], [tf.constant(True)])
 
         exchange_with_task.__name__ = f"easgd_exchange_with_task_{index}"
@@ -282,7 +276,6 @@ class ElasticExchange:
         """Defines the exchange of the centres the worker reaches without a call (its own
         task's, or unplaced) as one `_noinline` function, like the calls: a step that does
         not exchange then skips one op. Every variable is found by name."""
-        rate = self._moving_rate
         use_locking = self._use_locking
         entries = [
             (
@@ -302,9 +295,7 @@ class ElasticExchange:
                 with tf.compat.v1.device(centre_device):
                     centre = global_centre.read(copy=True)
                 with tf.compat.v1.device(self._worker_device):
-                    delta, updates = _move_worker(
-                        worker, local_centre, worker.read(), centre, rate, use_locking
-                    )
+                    delta, updates = self._move_worker(worker, local_centre, worker.read(), centre)
                 moved += updates
                 with tf.compat.v1.device(centre_device):
                     moved.append(global_centre.assign_add(delta, use_locking))
@@ -315,6 +306,40 @@ class ElasticExchange:
 
         exchange_locally.__name__ = "easgd_exchange_locally"
         return define_function(exchange_locally, [], noinline=True)
+
+    def _move_centre(self, centre_address, value, centre):
+        """Builds the ps half of the exchange of one variable in a function being traced:
+        moves the centre by d = alpha * (value - centre); returns the update op.
+
+        Args:
+            centre_address: the `_VariableAddress` of the global centre.
+            value: the worker's value that the exchange sent.
+            centre: the centre as the exchange read it.
+        """
+        delta = tf.cast(self._moving_rate, centre.dtype) * (value - centre)
+        return centre_address.assign_add(delta, self._use_locking)
+
+    def _move_worker(self, worker, local_centre, value, centre):
+        """Builds the worker's half of the exchange of one variable in a function being
+        traced: sets the local centre to `centre` and moves the worker by
+        d = alpha * (value - centre), the d that `_move_centre` moves the centre by the
+        other way (the same float operations on the same inputs).
+
+        Args:
+            worker, local_centre: the `_VariableAddress`es of the worker's variable and of
+                its local centre.
+            value: the worker's value that the exchange sent.
+            centre: the centre as the exchange read it.
+
+        Returns:
+            (d, the two update ops).
+        """
+        delta = tf.cast(self._moving_rate, value.dtype) * (value - centre)
+        use_locking = self._use_locking
+        return delta, [
+            local_centre.assign(centre, use_locking),
+            worker.assign_sub(delta, use_locking),
+        ]
 
     def _call_task(self, group, gates):
         """Builds the call of the worker's exchange with `group`; returns its done tensor.
@@ -536,27 +561,6 @@ def define_function(python_function, signature, noinline=False):
         ).get_concrete_function(*signature)
         function.add_to_graph(tf.compat.v1.get_default_graph())
     return function
-
-
-def _move_worker(worker, local_centre, value, centre, rate, use_locking):
-    """Builds the worker's half of an exchange of one variable in a function being traced.
-
-    Sets the local centre to `centre` and moves the worker by d = rate * (value - centre),
-    the d that the centre moves by the other way.
-
-    Args:
-        worker, local_centre: the `_VariableAddress`es of the worker's variable and of its
-            local centre.
-        value: the worker's value that the exchange sent.
-        centre: the centre as the exchange read it.
-        rate: the elastic rate alpha, a Python float.
-        use_locking: whether the updates take locks.
-
-    Returns:
-        (d, the two update ops).
-    """
-    delta = tf.cast(rate, value.dtype) * (value - centre)
-    return delta, [local_centre.assign(centre, use_locking), worker.assign_sub(delta, use_locking)]
 
 
 def _return_after(updates, outputs):

@@ -59,6 +59,8 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
     GATE_NONE = 0
     GATE_OP = 1
     GATE_GRAPH = 2
+    # What builds the exchange (benchmarks swap in a copy-only one to measure its floor).
+    _exchange_class = ElasticExchange
 
     def __init__(
         self,
@@ -241,7 +243,7 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
             local_update = self._opt.apply_gradients(grads_and_vars)
         with tf.name_scope(name or self.get_name()) as scope:
             # Defined outside `run_if`: the functions each ps task runs (exchange.py).
-            exchange = ElasticExchange(
+            exchange = self._exchange_class(
                 centered,
                 self._getter.worker_device,
                 self._moving_rate,
