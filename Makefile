@@ -45,7 +45,7 @@ demo: $(STAMP)
 
 # The benchmark suite (benchmarks/, BENCHMARKS.md); never part of `make test`. The
 # bytes-on-the-wire section needs root and `ip netns` (a private network namespace); without
-# them it is skipped with a message. `make bench` takes ~25 min and rewrites BENCHMARKS.md and
+# them it is skipped with a message. `make bench` takes ~35 min and rewrites BENCHMARKS.md and
 # benchmarks/results/; `make bench-quick` is a smoke run under 3 min writing to a temp folder.
 BENCH_STAMP := $(VENV)/.installed-bench
 

@@ -1,6 +1,6 @@
 """Runs the benchmark suite and writes BENCHMARKS.md, results.json and the PNG plots.
 
-    python -m benchmarks.run                # make bench: the full suite (~25 minutes)
+    python -m benchmarks.run                # make bench: the full suite (~35 minutes)
     python -m benchmarks.run --quick        # make bench-quick: a smoke run under 3 minutes
 
 Sections (see BENCHMARKS.md for what each measures and why):
