@@ -31,7 +31,13 @@ def _closure(op):
     return seen
 
 
-def _build(cluster_spec, container="", period=10, shapes=((3,), (2, 2))):
+def _build(
+    cluster_spec,
+    container="",
+    period=10,
+    shapes=((3,), (2, 2)),
+    optimizer_class=ElasticAverageOptimizer,
+):
     """Builds worker 0's model (a variable per shape, loss = sum) and returns its parts."""
     getter = ElasticAverageCustomGetter(WORKER)
     with worker_scope(cluster_spec, 0, getter, container):
@@ -40,7 +46,7 @@ def _build(cluster_spec, container="", period=10, shapes=((3,), (2, 2))):
             for i, shape in enumerate(shapes)
         ]
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        opt = ElasticAverageOptimizer(
+        opt = optimizer_class(
             tf.compat.v1.train.GradientDescentOptimizer(0.5),
             1,
             getter,
@@ -279,19 +285,13 @@ def test_copy_only_exchange_moves_values_without_arithmetic(world, cluster, cont
     from benchmarks.copy_only import CopyOnlyElasticAverageOptimizer  # noqa: PLC0415
 
     with tf.Graph().as_default() as graph:
-        getter = ElasticAverageCustomGetter(WORKER)
-        with worker_scope(cluster.spec, 0, getter, container):
-            x = tf.compat.v1.get_variable("x", (4,), initializer=tf.compat.v1.ones_initializer())
-            global_step = tf.compat.v1.train.get_or_create_global_step()
-            opt = CopyOnlyElasticAverageOptimizer(
-                tf.compat.v1.train.GradientDescentOptimizer(0.5),
-                1,
-                getter,
-                communication_period=1,
-                moving_rate=0.5,
-                rho=0.0,
-            )
-            train_op = opt.minimize(tf.reduce_sum(x.read_value()), global_step=global_step)
+        getter, (x,), global_step, opt, train_op = _build(
+            cluster.spec,
+            container,
+            period=1,
+            shapes=((4,),),
+            optimizer_class=CopyOnlyElasticAverageOptimizer,
+        )
         (entry,) = getter.centered_variables()
         reads = [v.read_value() for v in (x, entry.local_center, entry.global_center, global_step)]
         init = tf.compat.v1.global_variables_initializer()

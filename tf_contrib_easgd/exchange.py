@@ -307,6 +307,12 @@ class ElasticExchange:
         exchange_locally.__name__ = "easgd_exchange_locally"
         return define_function(exchange_locally, [], noinline=True)
 
+    def _elastic_difference(self, value, centre):
+        """Builds d = alpha * (value - centre): every move of an exchange builds it here, so
+        that the worker and the centre move by the same float operations on the same
+        inputs."""
+        return tf.cast(self._moving_rate, centre.dtype) * (value - centre)
+
     def _move_centre(self, centre_address, value, centre):
         """Builds the ps half of the exchange of one variable in a function being traced:
         moves the centre by d = alpha * (value - centre); returns the update op.
@@ -316,14 +322,13 @@ class ElasticExchange:
             value: the worker's value that the exchange sent.
             centre: the centre as the exchange read it.
         """
-        delta = tf.cast(self._moving_rate, centre.dtype) * (value - centre)
-        return centre_address.assign_add(delta, self._use_locking)
+        return centre_address.assign_add(self._elastic_difference(value, centre), self._use_locking)
 
     def _move_worker(self, worker, local_centre, value, centre):
         """Builds the worker's half of the exchange of one variable in a function being
         traced: sets the local centre to `centre` and moves the worker by
         d = alpha * (value - centre), the d that `_move_centre` moves the centre by the
-        other way (the same float operations on the same inputs).
+        other way (`_elastic_difference`).
 
         Args:
             worker, local_centre: the `_VariableAddress`es of the worker's variable and of
@@ -334,7 +339,7 @@ class ElasticExchange:
         Returns:
             (d, the two update ops).
         """
-        delta = tf.cast(self._moving_rate, value.dtype) * (value - centre)
+        delta = self._elastic_difference(value, centre)
         use_locking = self._use_locking
         return delta, [
             local_centre.assign(centre, use_locking),
@@ -370,8 +375,7 @@ class ElasticExchange:
                     entry.local_center, centre, use_locking=self._use_locking
                 )
                 with tf.control_dependencies([refresh]):
-                    rate = tf.cast(self._moving_rate, centre.dtype)
-                    delta = rate * (entry.worker.read_value() - centre)
+                    delta = self._elastic_difference(entry.worker.read_value(), centre)
                 move_worker = tf.compat.v1.assign_sub(
                     entry.worker, delta, use_locking=self._use_locking
                 )
