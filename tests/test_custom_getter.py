@@ -13,6 +13,7 @@ from tf_contrib_easgd import (
     GLOBAL_VARIABLE_NAME,
     LOCAL_VARIABLE_NAME,
     ElasticAverageCustomGetter,
+    ElasticAverageOptimizer,
 )
 
 WORKER = "/job:worker/task:1"
@@ -219,3 +220,148 @@ def test_find_rejects_a_variable_made_elsewhere(world):
         plain = tf.compat.v1.get_variable("plain", [1])
         with pytest.raises(ValueError, match="'plain:0' was not created through"):
             getter.find(plain)
+
+
+# --- Contrib's private attributes -----------------------------------------------------------
+# TensorFlow's own contrib EASGD test reads `ea_custom_getter._global_map[v]`, and scripts
+# written against contrib read `_local_map` and the optimizer's private attributes. What
+# contrib 1.15 held was established by running it (tensorflow==1.15.5): see CentreMap.
+
+
+def _contrib_model(getter):
+    """Builds, in the default graph, what contrib's test builds plus a partitioned
+    variable, a reused one and a non-trainable one; returns (v, w, p, step, opt)."""
+    device, scope = _scopes(getter)
+    with device, scope:
+        v = tf.compat.v1.get_variable("v", initializer=[1.0, 2.0])
+        w = tf.compat.v1.get_variable("w", initializer=[2.0, 1.0])
+        p = tf.compat.v1.get_variable(
+            "p", [4, 2], partitioner=tf.compat.v1.fixed_size_partitioner(2)
+        )
+        with tf.compat.v1.variable_scope("", reuse=True):
+            assert tf.compat.v1.get_variable("v") is v
+        with tf.compat.v1.variable_scope("", reuse=tf.compat.v1.AUTO_REUSE):
+            assert tf.compat.v1.get_variable("w") is w
+        step = tf.compat.v1.train.get_or_create_global_step()
+    opt = ElasticAverageOptimizer(
+        tf.compat.v1.train.GradientDescentOptimizer(0.5),
+        num_worker=2,
+        ea_custom_getter=getter,
+        communication_period=4,
+    )
+    return v, w, p, step, opt
+
+
+def test_contrib_maps_take_worker_copies_and_partitions(world):
+    getter = ElasticAverageCustomGetter(WORKER)
+    with tf.Graph().as_default():
+        v, w, p, step, _ = _contrib_model(getter)
+        parts = list(p)
+        # Contrib's testPS2TasksWithClusterSpecClass, with this cluster's three ps tasks.
+        v_g, w_g = getter._global_map[v], getter._global_map[w]
+        assert v_g is getter.find(v).global_center
+        assert (v.device, v_g.device, w.device, w_g.device) == (
+            WORKER,
+            "/job:ps/task:0",
+            WORKER,
+            "/job:ps/task:1",
+        )
+        assert getter._local_map[v] is getter.find(v).local_center
+        assert getter._local_map[v].op.name == "local_center_variable/v"
+        # Keys: the worker copies, each partition on its own, in creation order; the reused
+        # variables once. Values: the centre of the same partition.
+        assert list(getter._global_map) == [v, w, *parts]
+        assert len(getter._local_map) == 4
+        for index, part in enumerate(parts):
+            assert getter._global_map[part].op.name == f"global_center_variable/p/part_{index}"
+            assert getter._local_map[part].op.name == f"local_center_variable/p/part_{index}"
+        assert [value.op.name for value in getter._global_map.values()] == [
+            "global_center_variable/v",
+            "global_center_variable/w",
+            "global_center_variable/p/part_0",
+            "global_center_variable/p/part_1",
+        ]
+        # As in contrib: neither the PartitionedVariable nor a non-trainable variable is a
+        # key; `in` and `get` answer, `[]` raises KeyError.
+        assert p not in getter._global_map
+        assert step not in getter._local_map
+        assert getter._global_map.get(step, "absent") == "absent"
+        with pytest.raises(KeyError, match="'p' is not a worker copy.*keys are its partitions"):
+            getter._global_map[p]  # noqa: B018 (the lookup is the test)
+        with pytest.raises(KeyError, match="global_step.*_local_map"):
+            getter._local_map[step]  # noqa: B018
+        # A variable's ref() is a key too; a centre is not.
+        assert getter._global_map[v.ref()] is v_g
+        assert v_g not in getter._global_map
+
+
+def test_contrib_maps_need_no_hashable_variables(world):
+    getter = ElasticAverageCustomGetter(WORKER)
+    with tf.Graph().as_default():
+        v, _, p, _, opt = _contrib_model(getter)
+    # Outside the graph eager execution is on again in the TF 2 world, where a variable
+    # cannot be hashed: a dict keyed by variables would fail here, the maps do not.
+    if world == "tf2":
+        with pytest.raises(TypeError, match="unhashable"):
+            hash(v)
+    assert v in getter._global_map
+    assert getter._global_map[v].op.name == "global_center_variable/v"
+    assert getter._local_map[list(p)[1]].op.name == "local_center_variable/p/part_1"
+    assert opt._global_map == getter._global_map
+    assert opt._local_map != getter._global_map  # Same keys, other values.
+
+
+def test_contrib_maps_cannot_be_changed(world):
+    getter = ElasticAverageCustomGetter(WORKER)
+    with tf.Graph().as_default():
+        v, w, _, _, opt = _contrib_model(getter)
+        for owner in (getter, opt):
+            for name in ("_local_map", "_global_map"):
+                with pytest.raises(TypeError, match="does not support item assignment"):
+                    getattr(owner, name)[v] = w
+                with pytest.raises(TypeError, match="does not support item deletion"):
+                    del getattr(owner, name)[v]
+                with pytest.raises(AttributeError, match=name):
+                    setattr(owner, name, {})
+        assert getter._global_map[v] is getter.find(v).global_center
+
+
+def test_optimizer_shares_the_getters_live_maps(world):
+    getter = ElasticAverageCustomGetter(WORKER)
+    with tf.Graph().as_default():
+        v, *_, opt = _contrib_model(getter)
+        # Contrib's optimizer held the getter's two dicts themselves: variables made after
+        # the optimizer appear in them.
+        assert opt._local_map is getter._local_map
+        assert opt._global_map is getter._global_map
+        device, scope = _scopes(getter)
+        with device, scope:
+            later = tf.compat.v1.get_variable("later", [3])
+        assert opt._global_map[later] is getter.find(later).global_center
+        assert len(opt._local_map) == 5
+        assert v in opt._local_map
+
+
+def test_optimizer_and_hook_keep_contribs_private_attributes(world):
+    getter = ElasticAverageCustomGetter(WORKER)
+    with tf.Graph().as_default():
+        *_, opt = _contrib_model(getter)
+        # What contrib 1.15's optimizer held, with the same meaning (moving_rate's default
+        # computed: BETA / tau / num_worker = 0.9 / 4 / 2 = 0.1125).
+        assert isinstance(opt._opt, tf.compat.v1.train.GradientDescentOptimizer)
+        assert (opt._num_worker, opt._period, opt._synchronous) == (2, 4, False)
+        assert opt._moving_rate == pytest.approx(0.1125)
+        assert (opt._use_locking, opt._name) == (True, "ElasticAverageOptimizer")
+        assert opt._local_step.op.name == "local_step"
+        assert opt._local_step.dtype.base_dtype == tf.int32
+        assert opt._local_step in tf.compat.v1.local_variables()
+        # Contrib computed the default rho into `_rho`: moving_rate / learning_rate =
+        # 0.1125 / 0.5 = 0.225 here.
+        assert opt._rho == pytest.approx(0.225)
+        # Contrib's hook: `_ea_optimizer`, `_is_chief`, `_task_index`, and after begin()
+        # the init op as `_variable_init_op`.
+        hook = opt.make_session_run_hook(is_chief=True, task_index=1)
+        assert (hook._ea_optimizer, hook._is_chief, hook._task_index) == (opt, True, 1)
+        assert hook._variable_init_op is None
+        hook.begin()
+        assert hook._variable_init_op.type == "NoOp"

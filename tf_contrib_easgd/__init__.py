@@ -13,6 +13,7 @@ from tf_contrib_easgd.custom_getter import (
 from tf_contrib_easgd.exchange import is_recoverable_error
 from tf_contrib_easgd.hook import ElasticAverageOptimizerHook
 from tf_contrib_easgd.optimizer import ElasticAverageOptimizer
+from tf_contrib_easgd.penalty import ElasticPenaltyWarning
 
 __version__ = "0.1.0"
 
@@ -23,6 +24,7 @@ __all__ = [
     "ElasticAverageCustomGetter",
     "ElasticAverageOptimizer",
     "ElasticAverageOptimizerHook",
+    "ElasticPenaltyWarning",
     "__version__",
     "is_recoverable_error",
 ]

@@ -11,6 +11,13 @@ class ElasticAverageOptimizerHook(tf.compat.v1.train.SessionRunHook):
     `MonitoredTrainingSession` recovers from a lost parameter server. Make it with
     `ElasticAverageOptimizer.make_session_run_hook`; it works in
     `MonitoredTrainingSession` and as an Estimator training hook.
+
+    Choosing the transport provokes no error: a session that does not share the cluster's
+    devices gets `RemoteCall` without running anything on the ps, and the choice is
+    logged at INFO only when it changes (`tf_contrib_easgd/transport.py`).
+
+    For code written against contrib's `_ElasticAverageOptimizerHook`, `_ea_optimizer`,
+    `_is_chief`, `_task_index` and (after `begin()`) `_variable_init_op` read as there.
     """
 
     def __init__(self, optimizer, is_chief, task_index):
@@ -33,6 +40,16 @@ class ElasticAverageOptimizerHook(tf.compat.v1.train.SessionRunHook):
         return self._is_chief
 
     @property
+    def _ea_optimizer(self):
+        """Contrib compatibility: the `ElasticAverageOptimizer` the hook starts."""
+        return self._optimizer
+
+    @property
+    def _variable_init_op(self):
+        """Contrib compatibility: the init op `begin()` built (None before)."""
+        return self._init_op
+
+    @property
     def exchange_transport(self):
         """How the exchanges of the last session created go: "direct", "remote_call" or
         "none" (see `ElasticAverageOptimizer.choose_exchange_transport`); None before."""
@@ -44,7 +61,9 @@ class ElasticAverageOptimizerHook(tf.compat.v1.train.SessionRunHook):
 
     def after_create_session(self, session, coord):
         """Copies the centre into this worker's variables (after the barrier, if any), then
-        chooses how the exchanges reach the parameter servers (`choose_exchange_transport`).
+        chooses how the exchanges reach the parameter servers (`choose_exchange_transport`:
+        from the session's `ConfigProto`, and with a probe of the ps only when it shares
+        the cluster's devices).
         """
         del coord  # Unused.
         session.run(self._init_op)

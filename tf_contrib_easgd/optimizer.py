@@ -6,15 +6,17 @@ from tf_contrib_easgd import _validation
 from tf_contrib_easgd.custom_getter import ElasticAverageCustomGetter, partitions
 from tf_contrib_easgd.exchange import ElasticExchange, run_if
 from tf_contrib_easgd.hook import ElasticAverageOptimizerHook
+from tf_contrib_easgd.penalty import (
+    GRADIENT,
+    check_form,
+    elastic_moves,
+    learning_rate_for,
+    warn_if_default_rho_is_rescaled,
+)
 from tf_contrib_easgd.transport import ExchangeTransport
 
 _LOCAL = tf.compat.v1.GraphKeys.LOCAL_VARIABLES
 _GLOBAL = tf.compat.v1.GraphKeys.GLOBAL_VARIABLES
-
-# tf.compat.v1 optimizers keep their learning rate under one of these attribute names and
-# offer no public accessor; the default `rho` needs it (contrib read only the first, so the
-# default crashed with Adam: API.md item 1).
-_LEARNING_RATE_ATTRIBUTES = ("_learning_rate", "_lr")
 
 
 class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
@@ -73,8 +75,33 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         use_locking=True,
         synchronous=False,
         name="ElasticAverageOptimizer",
+        *,
+        penalty=GRADIENT,
     ):
         """Creates the optimizer and its `local_step` variable on the worker.
+
+        Between two exchanges each worker copy x is pulled towards its local centre x~' (the
+        centre as last read), with strength rho; `penalty` chooses how:
+
+        - "gradient" (contrib's form): rho * sum(l2_loss(x - x~')) is added to the loss in
+          `compute_gradients`, so the pull rho * (x - x~') goes through the wrapped
+          optimizer with the loss's gradient: plain SGD moves x by eta * rho * (x - x~'),
+          momentum accumulates the pull (about 1 / (1 - momentum) times as strong), Adam and
+          the other adaptive optimizers rescale it per coordinate.
+        - "move" (the paper's form): on every local step `apply_gradients` applies, beside
+          the wrapped optimizer's step, x <- x - eta * rho * (x_t - x~'), where x_t and x~'
+          are read before the step (the point at which the gradient form evaluates its
+          penalty) and eta is the wrapped optimizer's learning rate. With the default rho,
+          eta * rho = moving_rate, whatever the optimizer (its learning rate is then not
+          read). For plain SGD both forms give the same trajectory up to float rounding.
+          The move applies to every variable of `grads_and_vars`, however its gradients
+          were computed.
+
+        Either way the exchange every `communication_period` steps is the same.
+
+        With the default rho and penalty="gradient", a wrapped optimizer other than plain
+        gradient descent gets an `ElasticPenaltyWarning`, once per process and message,
+        saying how it scales the pull: contrib's trajectory is kept, not silently.
 
         Args:
             opt: the `tf.compat.v1.train.Optimizer` that takes the local steps.
@@ -83,17 +110,22 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
             communication_period: local steps between two exchanges with the centre (tau).
             moving_rate: the elastic rate alpha in (0, 1]; None means
                 `BETA / communication_period / num_worker`.
-            rho: weight of the elastic penalty in the loss, >= 0; None means
-                `moving_rate / learning_rate` of `opt`; 0.0 switches the penalty off
-                (advised for asynchronous training).
+            rho: strength of the elastic pull between exchanges, >= 0; None means
+                `moving_rate / learning_rate` of `opt`; 0.0 switches the pull off (the
+                paper's asynchronous EASGD).
             use_locking: whether variable updates take locks.
             synchronous: whether `get_init_op` waits for all workers before training starts.
             name: name of the optimizer and prefix of the ops it makes.
+            penalty: keyword only: "gradient" (contrib's form, the default) or "move" (the
+                paper's form), see above.
 
         Raises:
-            TypeError: if an argument has the wrong type (e.g. `opt` is a Keras optimizer).
-            ValueError: if an argument is out of range, the learning rate of `opt` cannot be
-                found for the default `rho`, or eager execution is enabled.
+            TypeError: if an argument has the wrong type (e.g. `opt` is a Keras optimizer,
+                `penalty` is not a string).
+            ValueError: if an argument is out of range or `penalty` is neither "gradient"
+                nor "move"; if the learning rate of `opt` cannot be found or is a constant
+                <= 0 while it is needed (the default `rho` with penalty="gradient", a
+                positive `rho` with penalty="move"); or if eager execution is enabled.
         """
         _validation.check_graph_mode(type(self).__name__)
         if not isinstance(opt, tf.compat.v1.train.Optimizer):
@@ -117,9 +149,11 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         _validation.check_bool(synchronous, "synchronous")
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a non-empty string, got {name!r}.")
+        penalty = check_form(penalty)
         if moving_rate is None:
             moving_rate = self.BETA / communication_period / num_worker
-        learning_rate = _learning_rate_of(opt) if rho is None else None
+        learning_rate = learning_rate_for(opt, penalty, rho)
+        warn_if_default_rho_is_rescaled(opt, penalty, rho, stacklevel=2)
 
         super().__init__(use_locking, name)
         self._opt = opt
@@ -127,7 +161,8 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         self._getter = ea_custom_getter
         self._period = communication_period
         self._moving_rate = moving_rate
-        self._rho = rho
+        self._rho_argument = rho  # None: the default, built with the graph.
+        self._penalty = penalty
         self._learning_rate = learning_rate
         self._synchronous = synchronous
         with tf.compat.v1.device(ea_custom_getter.worker_device):
@@ -150,6 +185,42 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         """The elastic rate alpha."""
         return self._moving_rate
 
+    # Contrib compatibility. Contrib's optimizer kept these private attributes, which code
+    # written against it read; the others it had keep contrib's meaning under the same
+    # names: `_opt` (the wrapped optimizer), `_num_worker`, `_period` (tau),
+    # `_moving_rate` (alpha, its default computed), `_synchronous`, `_local_step` (the
+    # int32 local variable `local_step`), `_use_locking` and `_name`.
+
+    @property
+    def _rho(self):
+        """Contrib compatibility: rho as contrib held it, the default computed.
+
+        The `rho` argument when one was given; for the default, `moving_rate /
+        learning_rate` of the wrapped optimizer: a float for a constant learning rate, a
+        new tensor on each read for a tensor or callable one. None for the default with
+        penalty="move", which never reads the learning rate.
+        """
+        learning_rate = self._learning_rate
+        if self._rho_argument is not None or learning_rate is None:
+            return self._rho_argument
+        if isinstance(learning_rate, int | float):
+            return self._moving_rate / learning_rate
+        return self._rho_tensor(tf.float32)
+
+    @property
+    def _local_map(self):
+        """Contrib compatibility: the getter's read-only `CentreMap` from each worker copy
+        (each partition of a partitioned variable) to its local centre; prefer
+        `ea_custom_getter.find(v).local_center`."""
+        return self._getter._local_map  # noqa: SLF001 (the same view, as contrib shared it)
+
+    @property
+    def _global_map(self):
+        """Contrib compatibility: the getter's read-only `CentreMap` from each worker copy
+        (each partition of a partitioned variable) to its global centre; prefer
+        `ea_custom_getter.find(v).global_center`."""
+        return self._getter._global_map  # noqa: SLF001 (the same view, as contrib shared it)
+
     @property
     def local_step(self):
         """The worker-local step counter, incremented by every `apply_gradients` run."""
@@ -167,7 +238,8 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         """Adds the elastic penalty to `loss`, then computes gradients with the wrapped optimizer.
 
         The penalty is rho * sum(l2_loss(x - local_center(x))) over `var_list`; each
-        variable is paired with its own centre, whatever the order of `var_list`.
+        variable is paired with its own centre, whatever the order of `var_list`. With
+        penalty="move" nothing is added here: `apply_gradients` makes the elastic move.
 
         Args:
             loss: the loss tensor (or a callable returning it).
@@ -189,7 +261,7 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
             var_list = tf.compat.v1.trainable_variables()
         var_list = _flatten_partitions(var_list)
         penalty_terms = [self._getter.find(v) for v in var_list]
-        rho = self._rho_tensor(loss.dtype)
+        rho = self._rho_tensor(loss.dtype) if self._penalty == GRADIENT else None
         if rho is not None and penalty_terms:
             with tf.name_scope("elastic_penalty"):
                 distances = [
@@ -209,8 +281,10 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
         """Takes one local step and, every `communication_period` steps, the elastic exchange.
 
-        Running the returned op applies the gradients with the wrapped optimizer and adds
-        one to `local_step`; when `local_step % communication_period == 0` it then sets
+        Running the returned op applies the gradients with the wrapped optimizer (with
+        penalty="move", also the elastic move x <- x - eta * rho * (x_t - x~'), x_t and x~'
+        read before the update) and adds one to `local_step`; when
+        `local_step % communication_period == 0` it then sets
         each local centre to the global centre x~, computes d = x - x~ and applies
         x <- x - alpha * d, x~ <- x~ + alpha * d, and adds one to `global_step`.
 
@@ -239,8 +313,18 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
             raise TypeError(f"global_step must be a variable or None, got {global_step!r}.")
         centered = [self._getter.find(v) for _, v in grads_and_vars]
 
-        with tf.compat.v1.variable_creator_scope(_create_as_local_variable):
+        # Empty unless penalty="move": then built before the update, applied after it.
+        moves = elastic_moves(
+            self._penalty,
+            centered,
+            self._rho_argument,
+            self._moving_rate,
+            self._learning_rate,
+            self._getter.worker_device,
+        )
+        with tf.compat.v1.variable_creator_scope(_create_as_local_variable), moves.before():
             local_update = self._opt.apply_gradients(grads_and_vars)
+        local_update = moves.after(local_update, self._use_locking)
         with tf.name_scope(name or self.get_name()) as scope:
             # Defined outside `run_if`: the functions each ps task runs (exchange.py).
             exchange = self._exchange_class(
@@ -410,22 +494,27 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         Exchanges go by default through a `RemoteCall` op, which works in every session. In a
         session whose `tf.compat.v1.ConfigProto` has `share_cluster_devices_in_session=True`
         they can instead call the ps tasks directly, through TensorFlow's Send/Recv, which
-        copies less (`tf_contrib_easgd/transport.py`). This runs a probe in `session` and
-        records the choice on the worker (a marker resource, no variable: collections and
-        checkpoints stay contrib's). The hook of `make_session_run_hook` calls it after
-        every session creation; a script that runs its own session calls it once after
+        copies less (`tf_contrib_easgd/transport.py`). The choice reads the `ConfigProto`
+        `session` was created with: without the option it is `RemoteCall` at once, and
+        nothing runs on the ps; with it, a probe asks every ps task whether it holds the
+        exchange's variables, and the exchanges go directly if all say yes. Neither way
+        makes TensorFlow log an error. The choice is recorded on the worker (a marker
+        resource, no variable: collections and checkpoints stay contrib's) and logged at
+        INFO when it changes. The hook of `make_session_run_hook` calls this after every
+        session creation; a script that runs its own session calls it once after
         initialising the local variables.
 
         Args:
             session: a `tf.compat.v1.Session` of this worker's graph (not a monitored
-                session: the probe may fail, which a monitored session would report as
-                the end of training), its local variables initialised.
+                session, whose hooks would run around the probe), its local variables
+                initialised.
 
         Returns:
             "direct", "remote_call", or "none" when no centre lives on another task.
 
         Raises:
             TypeError: if `session` is not a `tf.compat.v1.Session`.
+            tf.errors.UnavailableError: if a ps task was lost during the probe.
         """
         return self._transport.choose(session)
 
@@ -498,36 +587,12 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
 
     def _rho_tensor(self, dtype):
         """Returns rho as a `dtype` tensor, or None when the penalty is switched off."""
-        if self._rho is not None:
-            return tf.constant(self._rho, dtype) if self._rho > 0 else None
+        if self._rho_argument is not None:
+            return tf.constant(self._rho_argument, dtype) if self._rho_argument > 0 else None
         learning_rate = self._learning_rate
         if callable(learning_rate):
             learning_rate = learning_rate()
         return tf.cast(self._moving_rate, dtype) / tf.cast(learning_rate, dtype)
-
-
-def _learning_rate_of(opt):
-    """Returns the learning rate (float, tensor or callable) the wrapped optimizer holds.
-
-    Raises:
-        ValueError: if `opt` keeps no learning rate or a non-positive constant one.
-    """
-    for attribute in _LEARNING_RATE_ATTRIBUTES:
-        learning_rate = getattr(opt, attribute, None)
-        if learning_rate is not None:
-            break
-    else:
-        raise ValueError(
-            f"The default rho is moving_rate / learning_rate, but {type(opt).__name__} has no "
-            "learning rate this library can read. Pass rho explicitly (rho=0.0 switches the "
-            "elastic penalty off)."
-        )
-    if isinstance(learning_rate, int | float) and learning_rate <= 0:
-        raise ValueError(
-            f"The default rho is moving_rate / learning_rate, and the learning rate of opt is "
-            f"{learning_rate!r}; pass rho explicitly."
-        )
-    return learning_rate
 
 
 def _create_as_local_variable(next_creator, **kwargs):

@@ -20,13 +20,33 @@ The graph holds both, behind a worker-local Switch on whether a marker resource 
 the worker: a scalar resource variable made with raw ops, under a name unique to the graph,
 and never a `tf.Variable`, so variable collections and checkpoints stay exactly contrib's.
 It does not exist at first (REMOTE_CALL).
+
 `ElasticAverageOptimizer.choose_exchange_transport(session)` (which the optimizer's hook
-runs after each session creation) runs a probe: a direct call that asks every ps task
-whether a variable it holds for the exchange (a centre, or the global step) is initialised.
-It creates the marker when every answer is yes (DIRECT). It destroys it when the call
-cannot be placed on the ps tasks, or when an answer is no: with soft placement, a session
-that does not know the ps devices may run the function's ps ops on the worker, where no
-centre is (REMOTE_CALL).
+runs after each session creation) decides in two steps, neither of which makes TensorFlow
+report an error:
+
+1. Does the session share the cluster's devices? The master gives a session's workers the
+   cluster's devices when the session's configuration has
+   `share_cluster_devices_in_session=True` (or the older
+   `experimental.share_cluster_devices_in_session`), and only then. The choice reads the
+   option from the `ConfigProto` the session was created with; without it: REMOTE_CALL,
+   and nothing runs on the ps. (Asking by a direct call instead would fail to place its
+   ps ops, and TensorFlow logs such a failure as `OP_REQUIRES failed ... Cannot assign a
+   device` and `Local rendezvous is aborting` warnings, on every session creation of a
+   healthy job.) Neither the devices the session lists (the ps tasks, whatever the
+   option) nor soft placement asked for in the call op's own `config_proto` tells it:
+   both were tried. A server's own default `ConfigProto` (`tf.distribute.Server(...,
+   config=...)`), which the master merges into the configuration of every session it
+   creates, is not visible from the session: a session that gets the option only from
+   there uses REMOTE_CALL, which works everywhere.
+2. If so, a probe: a direct call that asks every ps task whether a variable it holds for
+   the exchange (a centre, or the global step) is initialised. It creates the marker when
+   every answer is yes (DIRECT), and destroys it (REMOTE_CALL) when an answer is no (the
+   variable is not initialised there, e.g. on a ps restarted empty) or when the call
+   cannot be placed after all (e.g. a local session given the option).
+
+The choice is logged at INFO when it is made first and whenever it changes, not on every
+session creation.
 """
 
 import uuid
@@ -42,9 +62,9 @@ REMOTE_CALL = "remote_call"
 #: The transport when no centre lives on another task: nothing is called.
 NONE = "none"
 
-_ADVICE = (
-    "set share_cluster_devices_in_session=True in the worker's tf.compat.v1.ConfigProto "
-    "for cheaper exchanges"
+_NOT_SHARED = (
+    "the session's ConfigProto does not set share_cluster_devices_in_session; set it to "
+    "True in the worker's tf.compat.v1.ConfigProto for cheaper exchanges"
 )
 
 
@@ -62,6 +82,7 @@ class ExchangeTransport:
         self._marker_name = f"easgd_exchange_direct_call_{uuid.uuid4().hex}"
         self._targets = {}  # Task device name -> the variable the probe asks about there.
         self._probe = None
+        self._choice = None  # The last choice made, logged only when it changes.
 
     def is_direct(self):
         """Builds a scalar bool tensor on the worker: whether exchanges call directly."""
@@ -101,7 +122,10 @@ class ExchangeTransport:
             self._probe = self._build_probe()
 
     def choose(self, session):
-        """Runs the probe in `session` and creates or destroys the marker accordingly.
+        """Chooses the transport for `session` and creates or destroys the marker accordingly.
+
+        A session whose `ConfigProto` does not share the cluster's devices gets REMOTE_CALL
+        at once; otherwise the probe runs (see the module docstring).
 
         Args:
             session: a `tf.compat.v1.Session` of this worker's graph (not a monitored
@@ -135,36 +159,44 @@ class ExchangeTransport:
             with session.graph.as_default():
                 self.build()
         ask, use_direct, use_remote_call = self._probe
+        if not shares_cluster_devices(session):
+            session.run(use_remote_call)
+            return self._chosen(REMOTE_CALL, _NOT_SHARED)
         try:
             answers = session.run(ask)
         except tf.errors.InvalidArgumentError as error:
             # The worker's function runtime cannot place ops on the ps ("Cannot assign a
-            # device"): the session does not share the cluster's devices.
+            # device") although the session asked for the cluster's devices.
             session.run(use_remote_call)
-            tf.compat.v1.logging.info(
-                "ElasticAverageOptimizer: exchanges use RemoteCall; %s (the probe failed: %s).",
-                _ADVICE,
-                _placement_error(error),
+            return self._chosen(
+                REMOTE_CALL, f"the probe could not reach the ps: {_placement_error(error)}"
             )
-            return REMOTE_CALL
         except tf.errors.InternalError as error:
             if is_recoverable_error(error):
                 raise tf.errors.UnavailableError(error.node_def, error.op, error.message) from error
             raise
         if not all(answers):
-            # The call ran, but not where the centres are (soft placement).
             session.run(use_remote_call)
-            tf.compat.v1.logging.info(
-                "ElasticAverageOptimizer: exchanges use RemoteCall; %s (the probe's ps ops "
-                "ran elsewhere).",
-                _ADVICE,
+            return self._chosen(
+                REMOTE_CALL, "a parameter server does not hold the exchange's variables yet"
             )
-            return REMOTE_CALL
         session.run(use_direct)
-        tf.compat.v1.logging.info(
-            "ElasticAverageOptimizer: exchanges call the parameter servers directly."
-        )
-        return DIRECT
+        return self._chosen(DIRECT, None)
+
+    def _chosen(self, choice, reason):
+        """Records `choice` and logs it at INFO, with `reason`, unless it is the last one
+        made again; returns it."""
+        if choice != self._choice:
+            if choice == DIRECT:
+                tf.compat.v1.logging.info(
+                    "ElasticAverageOptimizer: exchanges call the parameter servers directly."
+                )
+            else:
+                tf.compat.v1.logging.info(
+                    "ElasticAverageOptimizer: exchanges use RemoteCall: %s.", reason.rstrip(".")
+                )
+        self._choice = choice
+        return choice
 
     def _build_probe(self):
         """Returns (the direct call asking every target, the op creating the marker, the op
@@ -194,6 +226,31 @@ class ExchangeTransport:
                 resource=self._marker(), ignore_lookup_error=True, name="use_remote_call"
             )
         return ask, use_direct, use_remote_call
+
+
+def shares_cluster_devices(session):
+    """Whether `session` was created with a `ConfigProto` sharing the cluster's devices.
+
+    That is `share_cluster_devices_in_session` or its older name
+    `experimental.share_cluster_devices_in_session`, the two fields the master reads to give
+    a session's workers the cluster's devices (what a direct call needs).
+
+    Args:
+        session: a `tf.compat.v1.Session`.
+
+    Returns:
+        True if the session's own `ConfigProto` sets either field; False otherwise, also for
+        a session created without a `ConfigProto`.
+    """
+    # `tf.compat.v1.Session` keeps the ConfigProto it was created with in `_config` (as
+    # every TensorFlow version from 1.x to 2.21 does) and offers no public accessor.
+    config = getattr(session, "_config", None)
+    if config is None:
+        return False
+    return bool(
+        config.share_cluster_devices_in_session
+        or config.experimental.share_cluster_devices_in_session
+    )
 
 
 def _placement_error(error):
