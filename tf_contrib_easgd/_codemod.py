@@ -12,14 +12,29 @@ and running it again on its own output changes nothing. It rewrites:
   is added once, and contrib imports left unused are removed;
 * `from tensorflow.contrib.opt[.python.training.elastic_average_optimizer] import ...` of
   those names -> `from tf_contrib_easgd import ...` (other names stay where they were);
+* the same names taken from a local copy of contrib's module (`from elastic_average_optimizer
+  import ElasticAverageOptimizer`, `import my_easgd as eao` + `eao.ElasticAverageOptimizer`),
+  with a note; a module that defines `class ElasticAverageOptimizer` itself (the copy) is
+  left alone and reported as a copy to delete;
 * `tf.device(<device function>)` -> `tf.compat.v1.device(...)`: TF 2's `tf.device`
   refuses functions such as `replica_device_setter(...)`. An argument is left alone only
   when it is provably a string; for strings both calls behave the same;
+* `tf.layers.X` -> `tf.compat.v1.layers.X` (TF 2 has no `tf.layers`), imports too; and
+  for a script using `tf.compat.v1.layers` or `tf.compat.v1.nn.rnn_cell`, which need Keras 2
+  (tf-keras) on TensorFlow 2.16+, `os.environ["TF_USE_LEGACY_KERAS"] = "1"` before its first
+  import that may load TensorFlow;
+* in a module that builds TF1 graphs: `tf.Variable(...)` (and TF's internal
+  `variables.Variable(...)`) -> `tf.compat.v1.Variable(...)`, since a resource variable
+  cannot be a global step under `disable_v2_behavior()`; and, unless the module uses TF 2's
+  summary API, `tf.summary.scalar/histogram/image/audio/text` -> `tf.compat.v1.summary.*`
+  (TF 2's ops write nothing to `merge_all()` and a `FileWriter`). TF1-only `tf.summary`
+  names move everywhere;
 * `tf.compat.v1.disable_v2_behavior()` once after the imports of a script (a module with
   `if __name__ == "__main__":`) that builds TF1 graphs and does not pick a mode itself.
 
 What it cannot convert (any other `tf.contrib` use, a contrib import still in use) is
-returned as findings with line numbers of the migrated text.
+returned as findings with line numbers of the migrated text, with the hand edit to make for
+the common ones; notes tell what a library module's program or the user must do.
 """
 
 import dataclasses
@@ -29,6 +44,7 @@ import libcst.matchers
 from libcst.metadata import MetadataWrapper, QualifiedNameProvider
 
 from tf_contrib_easgd import _contrib_names as names
+from tf_contrib_easgd import _legacy_keras, _tf1_apis
 from tf_contrib_easgd._contrib_names import PACKAGE, RENAMES, Finding
 
 # TF1 APIs that only work while building a graph (after `tensorflow.` or
@@ -51,6 +67,8 @@ _GRAPH_APIS = frozenset(
         "train.replica_device_setter",
     }
 )
+# The same, reached through TensorFlow's internal modules (`tensorflow.python.*`).
+_INTERNAL_GRAPH_APIS = frozenset(api.rpartition(".")[2] for api in _GRAPH_APIS)
 _MODE_SWITCHES = frozenset(
     {
         "disable_v2_behavior",
@@ -90,15 +108,28 @@ def migrate_source(source):
     if not isinstance(source, str):
         raise TypeError(f"source must be a str, got {type(source).__name__}: {source!r:.80}")
     module = cst.parse_module(source)
+    scan = _tf1_apis.Scan.of(module)
+    if scan.copy_class_line:
+        return Migration(code=source, findings=(Finding(scan.copy_class_line, _COPY_NOTE),))
     facts = _Facts.of(module)
-    rewriter = _Rewriter(facts)
-    module = MetadataWrapper(module).visit(rewriter)
-    module = names.remove_unused_contrib_imports(module)
-    module = _insert_after_imports(module, facts, rewriter)
-    findings = names.leftover_findings(module)
+    facts.builds_graphs |= bool(scan.copies)
+    needs = _tf1_apis.ImportNeeds(facts.module_aliases)
+    legacy = _tf1_apis.LegacyApiRewriter(scan, needs, facts.builds_graphs)
+    module = MetadataWrapper(module).visit(legacy)
+    module = MetadataWrapper(module).visit(_Rewriter(facts, needs))
+    module = names.remove_unused_contrib_imports(module, copies=scan.copies)
+    module = _insert_after_imports(module, facts, needs)
+    module, findings = _legacy_keras.ensure_legacy_keras(module, facts.is_script)
+    to_final = _tf1_apis.line_mapper(source, module.code)
+    findings += [
+        dataclasses.replace(finding, line=to_final(finding.line))
+        for finding in legacy.findings + legacy.copy_findings()
+    ]
+    findings += names.leftover_findings(module)
     library = facts.builds_graphs and not facts.is_script and not facts.picks_mode
     if library and module.code != source:
-        findings.insert(0, _LIBRARY_NOTE)
+        findings.append(_LIBRARY_NOTE)
+    findings.sort(key=lambda finding: finding.line)
     return Migration(code=module.code, findings=tuple(findings))
 
 
@@ -108,6 +139,13 @@ _LIBRARY_NOTE = Finding(
     "builds TF1 graphs but is not a script (no `if __name__ == '__main__':`): call "
     "tf.compat.v1.disable_v2_behavior() once at the start of the program that uses it.",
     unconverted=False,
+)
+# A module that defines contrib's classes itself: a copy of contrib's module.
+_COPY_NOTE = (
+    "defines ElasticAverageOptimizer or ElasticAverageCustomGetter itself: this looks like a "
+    f"local copy of contrib's elastic_average_optimizer.py, which {PACKAGE} replaces. It was "
+    "left as it is: delete it once nothing imports it (easgd-migrate points the imports of "
+    f"the files it migrates at {PACKAGE}); if it was changed, compare it with {PACKAGE} first."
 )
 
 
@@ -197,6 +235,10 @@ class _FactCollector(cst.CSTVisitor):
                 self.facts.picks_mode = True
             if (
                 (name.startswith("tensorflow.") and short in _GRAPH_APIS)
+                or (
+                    name.startswith("tensorflow.python.")
+                    and name.rpartition(".")[2] in _INTERNAL_GRAPH_APIS
+                )
                 or name in RENAMES
                 or name.startswith(PACKAGE + ".")
             ):
@@ -222,20 +264,11 @@ class _Rewriter(cst.CSTTransformer):
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider,)
 
-    def __init__(self, facts):
+    def __init__(self, facts, needs):
         super().__init__()
         self._facts = facts
-        self.needs_package = False
-        self.needs_tensorflow = False
+        self._needs = needs
         self._in_import = 0
-
-    def tensorflow_name(self):
-        """Returns the name bound to `tensorflow` here, noting when it must be imported."""
-        alias = self._facts.module_aliases.get("tensorflow")
-        if alias is None:
-            self.needs_tensorflow = True
-            alias = "tensorflow"
-        return alias
 
     def visit_Import(self, node):
         self._in_import += 1
@@ -256,9 +289,8 @@ class _Rewriter(cst.CSTTransformer):
             return updated_node
         for name in names.qualified_names(self, original_node):
             if name in RENAMES:
-                alias = self._facts.module_aliases.get(PACKAGE)
-                self.needs_package |= alias is None
-                return cst.Attribute(value=cst.Name(alias or PACKAGE), attr=cst.Name(RENAMES[name]))
+                package = cst.Name(self._needs.package_name())
+                return cst.Attribute(value=package, attr=cst.Name(RENAMES[name]))
         return updated_node
 
     def leave_Call(self, original_node, updated_node):
@@ -269,7 +301,10 @@ class _Rewriter(cst.CSTTransformer):
             return updated_node
         func = updated_node.func
         # Keep the script's own spelling of `tensorflow`; `device(...)` was imported from it.
-        base = func.value if isinstance(func, cst.Attribute) else cst.Name(self.tensorflow_name())
+        if isinstance(func, cst.Attribute):
+            base = func.value
+        else:
+            base = cst.Name(self._needs.tensorflow_name())
         for attr in ("compat", "v1", "device"):
             base = cst.Attribute(value=base, attr=cst.Name(attr))
         return updated_node.with_changes(func=base)
@@ -301,62 +336,26 @@ class _Rewriter(cst.CSTTransformer):
         return False
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
-        body, added = [], []
-        for statement in updated_node.body:
-            kept, ours = statement, None
-            if isinstance(statement, cst.ImportFrom):
-                kept, ours = self._split_import_from(statement)
-            body += [kept] if kept is not None else []
-            added += [ours] if ours is not None else []
-        if not added:
-            return updated_node
-        if not body:
-            return updated_node.with_changes(body=_fix_semicolons(added))
-        return cst.FlattenSentinel(
-            [
-                updated_node.with_changes(body=_fix_semicolons(body)),
-                cst.SimpleStatementLine(body=_fix_semicolons(added)),
-            ]
-        )
+        return names.split_line(updated_node, self._split_import_from)
 
-    def _split_import_from(self, node):
+    @staticmethod
+    def _split_import_from(node):
         """Splits `from <contrib> import ...` into (what stays, the part for this package)."""
+        if not isinstance(node, cst.ImportFrom):
+            return node, None
         module = names.normalize(names.import_module_name(node) or "")
         if module not in (names.CONTRIB_OPT, names.CONTRIB_MODULE):
             return node, None
-        package = cst.Name(PACKAGE)
         if isinstance(node.names, cst.ImportStar):
-            return (
-                (None, node.with_changes(module=package))
-                if module == names.CONTRIB_MODULE
-                else (
-                    node,
-                    None,
-                )
-            )
-        ours, others = [], []
-        for alias in node.names:
-            new_name = RENAMES.get(f"{module}.{alias.evaluated_name}")
-            if new_name is None:
-                others.append(alias)
-                continue
-            asname = alias.asname
-            if asname is None and new_name != alias.evaluated_name:
-                asname = cst.AsName(name=cst.Name(alias.evaluated_name))  # Keep the bound name.
-            ours.append(alias.with_changes(name=cst.Name(new_name), asname=asname))
-        if not ours:
-            return node, None
-        if not others:
-            return None, node.with_changes(module=package, names=names.fix_commas(ours, node))
-        return (
-            node.with_changes(names=names.fix_commas(others, node)),
-            cst.ImportFrom(module=package, names=names.fix_commas(ours, None)),
-        )
-
-
-def _fix_semicolons(statements):
-    """Drops a semicolon after the last small statement of a line."""
-    return [*statements[:-1], statements[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)]
+            if module == names.CONTRIB_OPT:  # Other optimizers too: it stays, and is listed.
+                return node, None
+            return None, node.with_changes(module=cst.Name(PACKAGE))
+        ours = {
+            alias.evaluated_name: RENAMES[f"{module}.{alias.evaluated_name}"]
+            for alias in node.names
+            if f"{module}.{alias.evaluated_name}" in RENAMES
+        }
+        return names.split_import(node, ours)
 
 
 def _is_import_line(statement):
@@ -391,21 +390,24 @@ def _binds(statement, name):
 
 
 def _insert(body, index, statements):
-    """Inserts `statements` before `body[index]`, keeping the lines around them tidy."""
-    rest = body[index:]
+    """Returns `body` with `statements` before `body[index]`, keeping the lines around tidy.
+
+    A blank line goes after them when the last one has lines above it; at the top of the
+    module, the comments of the first statement stay on top.
+    """
+    rest = list(body[index:])
     if rest and statements[-1].leading_lines:  # Set apart: a blank line after it too.
         first = rest[0]
         if not first.leading_lines or first.leading_lines[0].comment is not None:
             rest[0] = first.with_changes(leading_lines=[cst.EmptyLine(), *first.leading_lines])
     if index == 0 and rest:
-        # Nothing above: the first statement's comments stay on top, then a blank line.
         first = statements[0].with_changes(leading_lines=rest[0].leading_lines)
         statements = [first, *statements[1:]]
         rest[0] = rest[0].with_changes(leading_lines=[cst.EmptyLine()])
     return [*body[:index], *statements, *rest]
 
 
-def _insert_after_imports(module, facts, rewriter):
+def _insert_after_imports(module, facts, needs):
     """Adds the imports the rewrite needs and, for graph scripts, the TF1 mode switch.
 
     The imports go at the end of the first block of imports (after the docstring if there is
@@ -414,20 +416,12 @@ def _insert_after_imports(module, facts, rewriter):
     config = module.config_for_parsing
     switch = None
     if facts.is_script and facts.builds_graphs and not facts.picks_mode:
-        if "tensorflow" not in facts.module_aliases and "tensorflow.compat.v1" in (
-            facts.module_aliases
-        ):
-            prefix = facts.module_aliases["tensorflow.compat.v1"]
-        else:
-            prefix = rewriter.tensorflow_name() + ".compat.v1"
+        prefix = needs.compat_v1()
         switch = cst.parse_statement(f"{prefix}.disable_v2_behavior()", config=config)
         switch = switch.with_changes(leading_lines=[cst.EmptyLine()])
     imports = [
         cst.parse_statement(f"import {name}", config=config)
-        for name, needed in (
-            (PACKAGE, rewriter.needs_package),
-            ("tensorflow", rewriter.needs_tensorflow),
-        )
+        for name, needed in ((PACKAGE, needs.package), ("tensorflow", needs.tensorflow))
         if needed
     ]
     body = list(module.body)

@@ -3,7 +3,9 @@
 
 Helpers of `tf_contrib_easgd._codemod`: qualified names (through any import alias, with
 `tensorflow.compat.v1.X` read as `tensorflow.X`), the removal of contrib imports that the
-rewrite left unused, and the findings listing every other use of tf.contrib.
+rewrite left unused, and the findings listing every other use of tf.contrib (and imports of
+`tensorflow.examples`, which TF 2's pip package lacks), with the hand edit to make for the
+common ones.
 """
 
 import dataclasses
@@ -12,9 +14,12 @@ import libcst as cst
 import libcst.helpers
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
 
+from tf_contrib_easgd import _hand_edits
+
 PACKAGE = "tf_contrib_easgd"
 
 _CONTRIB = "tensorflow.contrib"
+_EXAMPLES = "tensorflow.examples"  # TF1's pip package had tutorials.mnist.input_data there.
 CONTRIB_OPT = "tensorflow.contrib.opt"
 CONTRIB_MODULE = "tensorflow.contrib.opt.python.training.elastic_average_optimizer"
 
@@ -78,6 +83,11 @@ def is_contrib(name):
     return name == _CONTRIB or name.startswith(_CONTRIB + ".")
 
 
+def _is_gone(name):
+    """Whether the qualified `name` is in a module TF 2 does not have (contrib, examples)."""
+    return is_contrib(name) or name == _EXAMPLES or name.startswith(_EXAMPLES + ".")
+
+
 def import_module_name(node):
     """Returns the absolute module of an `ImportFrom`, or None for a relative import."""
     if node.relative or node.module is None:
@@ -92,7 +102,70 @@ def fix_commas(aliases, original):
     return [*aliases[:-1], aliases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)]
 
 
-class _UseCollector(cst.CSTVisitor):
+def split_import(node, new_names):
+    """Splits `from M import ...` into what stays and `from tf_contrib_easgd import` the rest.
+
+    Args:
+        node: an `ImportFrom` naming its names (no `*`).
+        new_names: imported name -> this package's name, for the names that move. A renamed
+            name keeps the name it was bound to (`X as old_name`).
+
+    Returns:
+        (the import of what stays or None, the import from this package or None).
+    """
+    ours, others = [], []
+    for alias in node.names:
+        new_name = new_names.get(alias.evaluated_name)
+        if new_name is None:
+            others.append(alias)
+            continue
+        asname = alias.asname
+        if asname is None and new_name != alias.evaluated_name:
+            asname = cst.AsName(name=cst.Name(alias.evaluated_name))
+        ours.append(alias.with_changes(name=cst.Name(new_name), asname=asname))
+    if not ours:
+        return node, None
+    package = cst.Name(PACKAGE)
+    if not others:
+        return None, node.with_changes(module=package, relative=(), names=fix_commas(ours, node))
+    return (
+        node.with_changes(names=fix_commas(others, node)),
+        cst.ImportFrom(module=package, names=fix_commas(ours, None)),
+    )
+
+
+def split_line(line, split):
+    """Applies `split` to each small statement of a `SimpleStatementLine`.
+
+    Args:
+        line: the `SimpleStatementLine`.
+        split: statement -> (what stays or None, a statement to add on a line below or None).
+
+    Returns:
+        The line, or a `FlattenSentinel` of the line and one holding the added statements.
+    """
+    body, added = [], []
+    for statement in line.body:
+        kept, ours = split(statement)
+        body += [kept] if kept is not None else []
+        added += [ours] if ours is not None else []
+    if not added:
+        return line
+    if not body:
+        return line.with_changes(body=_last_without_semicolon(added))
+    return cst.FlattenSentinel(
+        [
+            line.with_changes(body=_last_without_semicolon(body)),
+            cst.SimpleStatementLine(body=_last_without_semicolon(added)),
+        ]
+    )
+
+
+def _last_without_semicolon(statements):
+    return [*statements[:-1], statements[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)]
+
+
+class UseCollector(cst.CSTVisitor):
     """Collects, outside import statements, the names read and the contrib chains used."""
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
@@ -140,21 +213,38 @@ class _UseCollector(cst.CSTVisitor):
                 return
 
 
-def imports_contrib(node):
-    """Whether an import statement imports a tf.contrib module or something from one."""
+def imports_contrib(node, test=is_contrib):
+    """Returns what of tf.contrib (or what `test` accepts) an import statement imports.
+
+    Args:
+        node: an `Import` or `ImportFrom`.
+        test: the predicate on qualified names; `is_contrib` unless given.
+
+    Returns:
+        The qualified name of the first module or name imported that passes `test`, or ''.
+    """
     if isinstance(node, cst.Import):
-        return any(is_contrib(normalize(a.evaluated_name)) for a in node.names)
-    module = normalize(import_module_name(node) or "")
-    if is_contrib(module):
-        return True
-    names = [] if isinstance(node.names, cst.ImportStar) else node.names
-    return bool(module) and any(is_contrib(f"{module}.{a.evaluated_name}") for a in names)
+        paths = [normalize(a.evaluated_name) for a in node.names]
+    else:
+        module = normalize(import_module_name(node) or "")
+        names = [] if isinstance(node.names, cst.ImportStar) else node.names
+        paths = [f"{module}.{a.evaluated_name}" for a in names if module] + [module]
+    return next((path for path in paths if path and test(path)), "")
 
 
-def remove_unused_contrib_imports(module):
-    """Removes imports of EASGD's contrib modules that nothing uses after the rewrite."""
+def remove_unused_contrib_imports(module, copies=()):
+    """Removes imports of EASGD's contrib modules that nothing uses after the rewrite.
+
+    Args:
+        module: the rewritten `libcst.Module`.
+        copies: names of local copies of contrib's module: an import binding one of them
+            that nothing uses any more goes too.
+
+    Returns:
+        The module without those imports.
+    """
     wrapper = MetadataWrapper(module)
-    uses = _UseCollector()
+    uses = UseCollector()
     wrapper.visit(uses)
     chains = {name for _, _, name in uses.contrib_uses}
     plain_tensorflow = any(
@@ -164,15 +254,21 @@ def remove_unused_contrib_imports(module):
     )
     changes = {}  # id of an import alias -> its replacement (None: remove).
     for node in uses.imports:
-        if not imports_contrib(node) or isinstance(node.names, cst.ImportStar):
+        if isinstance(node.names, cst.ImportStar):
             continue
+        contrib = imports_contrib(node)
         module_name = None if isinstance(node, cst.Import) else import_module_name(node)
         for alias in node.names:
             if module_name is None:
                 path = alias.evaluated_name
             else:
                 path = f"{module_name}.{alias.evaluated_name}"
-            if normalize(path) not in EASGD_MODULE_PATHS:
+            bound = alias.evaluated_alias or alias.evaluated_name
+            if path in copies and (module_name or alias.asname or "." not in path):
+                if (bound, path) not in uses.used:
+                    changes[id(alias)] = None
+                continue
+            if not contrib or normalize(path) not in EASGD_MODULE_PATHS:
                 continue
             if isinstance(node, cst.Import) and not alias.asname:
                 # `import tensorflow.contrib.opt` binds `tensorflow`: keep that binding.
@@ -183,7 +279,7 @@ def remove_unused_contrib_imports(module):
                     alias.with_changes(name=cst.Name("tensorflow")) if keep_name else None
                 )
                 plain_tensorflow |= keep_name
-            elif (alias.evaluated_alias or alias.evaluated_name, path) not in uses.used:
+            elif (bound, path) not in uses.used:
                 changes[id(alias)] = None
     if not changes:
         return wrapper.module
@@ -220,6 +316,9 @@ class _ImportAliasEditor(cst.CSTTransformer):
 def leftover_findings(module):
     """Lists what is left of tf.contrib in `module`: imports, then uses, in line order.
 
+    Imports of `tensorflow.examples` are listed too. Each finding names the hand edit to
+    make when `_hand_edits.HAND_EDITS` has one for the name.
+
     Args:
         module: the migrated `libcst.Module`.
 
@@ -227,23 +326,32 @@ def leftover_findings(module):
         A list of `Finding`s with line numbers of `module`'s text.
     """
     wrapper = MetadataWrapper(module)
-    uses = _UseCollector()
+    uses = UseCollector()
     wrapper.visit(uses)
     positions = wrapper.resolve(PositionProvider)
-    findings = [
-        Finding(
-            positions[node].start.line,
-            f"`{wrapper.module.code_for_node(node).strip()}` fails on TF 2, which has no "
-            "tf.contrib: replace what it imports.",
-        )
-        for node in uses.imports
-        if imports_contrib(node)
-    ]
+    findings = []
+    for node in uses.imports:
+        path = imports_contrib(node, test=_is_gone)
+        if path:
+            code = wrapper.module.code_for_node(node).strip()
+            gone = "tf.contrib" if is_contrib(path) else "tensorflow.examples"
+            findings.append(
+                Finding(
+                    positions[node].start.line,
+                    f"`{code}` fails on TF 2, which has no {gone}: "
+                    + (_hand_edits.hand_edit(path) or "replace what it imports."),
+                )
+            )
     findings += [
         Finding(
             line,
             f"`{wrapper.module.code_for_node(node)}` ({name}) was not converted: TF 2 has no "
-            f"tf.contrib, and {PACKAGE} replaces only Elastic Averaging SGD.",
+            "tf.contrib; "
+            + (
+                _hand_edits.hand_edit(name)
+                or f"{PACKAGE} replaces only Elastic Averaging SGD: find the TF 2 counterpart "
+                "in TensorFlow's migration guide, or port what it did by hand."
+            ),
         )
         for line, node, name in uses.contrib_uses
     ]

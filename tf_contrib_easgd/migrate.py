@@ -6,26 +6,36 @@ Usage:
     python -m tf_contrib_easgd.migrate [--dry_run] [--nobackup] PATH...
 
 Each PATH is a Python file or a directory (searched for `*.py`, skipping hidden folders and
-`__pycache__`). A changed file is rewritten in place, its original kept beside it as
-`FILE.bak` (an existing `.bak` is never overwritten); `--nobackup` skips that. `--dry_run`
-writes nothing and prints a unified diff instead.
+`__pycache__`). A changed file is rewritten in place (through a temporary file in the same
+folder, so it is never left half-written), its original kept beside it as `FILE.bak` (an
+existing `.bak` is never overwritten); `--nobackup` skips that. `--dry_run` writes nothing
+and prints a unified diff instead; findings are listed either way.
 
 What is rewritten is described in `tf_contrib_easgd._codemod`; in short: contrib's EASGD
-names through any alias of `tensorflow` or of contrib's modules, `from tensorflow.contrib.opt
-import ...` of them, `tf.device(<device function>)` (which TF 2 refuses) and, for a script
-that builds graphs, one `tf.compat.v1.disable_v2_behavior()` after the imports. Everything
-else TF 2 changed is `tf_upgrade_v2`'s job; run that first, then this tool (both orders
-work; see docs/MIGRATING.md). Running the tool twice changes nothing the second time.
+names through any alias of `tensorflow` or of contrib's modules, or from a local copy of
+contrib's module; `tf.device(<device function>)` (which TF 2 refuses); `tf.layers` (with
+the Keras 2 switch it needs); and, in modules that build TF1 graphs, `tf.Variable`, TF1's
+`tf.summary` ops and, for a script, one `tf.compat.v1.disable_v2_behavior()` after the
+imports. Everything else TF 2 changed is `tf_upgrade_v2`'s job. Convert Python 2 sources to
+Python 3 first, run `tf_upgrade_v2` next, then this tool (see docs/MIGRATING.md). Running
+the tool twice changes nothing the second time.
 
 Exit status: 0 when everything was converted; 1 when some use could not be (each is listed
-on stderr as FILE:LINE: message, lines of the migrated file); 2 on a usage error or a file
-that cannot be read or parsed.
+on stderr as FILE:LINE: message, lines of the migrated file, with the hand edit to make); 2
+on a usage error or a file that cannot be read or parsed (Python 2 sources, tabs mixed with
+spaces and the empty files tf_upgrade_v2 leaves when it fails are explained).
 """
 
+import ast
+import contextlib
 import dataclasses
 import difflib
+import os
 import pathlib
+import re
+import shutil
 import sys
+import tempfile
 
 import libcst
 from absl import app, flags
@@ -37,6 +47,105 @@ EXIT_UNCONVERTED = 1
 EXIT_ERROR = 2
 
 BACKUP_SUFFIX = ".bak"
+
+
+def _steps(original, output):
+    """The commands that take the Python 2 script `original` through both tools to `output`."""
+    return (
+        "Convert it to Python 3 first (tabs expanded as Python 2 read them; lib2to3 ships with "
+        "Python 3.11 and 3.12), then run the tools again, in this order:\n"
+        f"    expand -i -t 8 {original} > {original}.new && mv {original}.new {original}\n"
+        f"    python3.12 -m lib2to3 -w -n {original}\n"
+        f"    tf_upgrade_v2 --infile {original} --outfile {output}\n"
+        f"    easgd-migrate {output}"
+    )
+
+
+# SyntaxError messages, and source patterns behind a bare "invalid syntax", of Python 2 code.
+_PY2_MESSAGES = (
+    "Missing parentheses in call to",
+    "multiple exception types must be parenthesized",
+    "leading zeros in decimal integer literals",
+)
+_PY2_SOURCE = re.compile(r"`|<>|\bur['\"]|^\s*raise\s+[\w.]+\s*,|\b\d+[lL]\b")
+
+
+class MigrationError(Exception):
+    """A file easgd-migrate cannot migrate.
+
+    Attributes:
+        line: the line of the file the problem is on.
+        message: what is wrong and what to do about it.
+    """
+
+    def __init__(self, line, message):
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+        self.message = message
+
+
+def _compile_problem(path, source):
+    """Compiles `source` with Python's own parser, which names the line and cause precisely.
+
+    libcst reports a tokenizer error such as tabs mixed with spaces at 1:1, and accepts some
+    Python 2 forms (`except E, e:`) that Python 3 refuses.
+
+    Returns:
+        (a `MigrationError` saying what is wrong and what to do, or None when the source
+        compiles; whether it looks like Python 2 source).
+    """
+    steps = _steps(path, path)
+    try:
+        compile(source, str(path), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except TabError as tab:
+        message = (
+            "tabs and spaces are mixed in the indentation, which Python 2 accepted and "
+            f"Python 3 refuses: this looks like Python 2 source. {steps}"
+        )
+        return MigrationError(tab.lineno or 1, message), True
+    except SyntaxError as syntax:
+        line = syntax.lineno or 1
+        lines = source.splitlines()
+        text = lines[line - 1] if 0 < line <= len(lines) else ""
+        if any(clue in syntax.msg for clue in _PY2_MESSAGES) or _PY2_SOURCE.search(text):
+            message = f"this looks like Python 2 source ({syntax.msg}). {steps}"
+            return MigrationError(line, message), True
+        return MigrationError(line, f"not valid Python 3: {syntax.msg}."), False
+    except ValueError as value:  # Null bytes.
+        return MigrationError(1, f"not Python source: {value}."), False
+    return None, False
+
+
+def _empty_file_error(path):
+    return MigrationError(
+        1,
+        "the file is empty. tf_upgrade_v2 writes an empty output file when it fails to parse "
+        'its input (its report.txt says "ERROR: Failed to parse."), as for Python 2 source '
+        "or tabs mixed with spaces in the indentation: the script to convert is the ORIGINAL "
+        f"it was given, not this output. {_steps('ORIGINAL', path)}",
+    )
+
+
+def _write_atomically(path, data, mode_of):
+    """Writes `data` to `path` via a temporary file in the same folder and `os.replace`.
+
+    Args:
+        path: the file to write (replaced whole, or not at all).
+        data: the bytes.
+        mode_of: an existing file whose permission bits the new file gets.
+    """
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        shutil.copymode(mode_of, temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,22 +223,36 @@ def migrate_file(path, dry_run=False, backup=True):
     Raises:
         OSError: if the file cannot be read or written.
         UnicodeDecodeError: if it is not UTF-8 text.
-        libcst.ParserSyntaxError: if it is not valid Python.
+        MigrationError: if it is not valid Python 3 (the message says how to convert Python 2
+            code), or it is empty (what tf_upgrade_v2 leaves when it fails) and not an
+            `__init__.py`.
     """
     path = pathlib.Path(path)
     raw = path.read_bytes()
     old_code = raw.decode("utf-8")
-    migration = _codemod.migrate_source(old_code)
+    if not raw and path.name != "__init__.py":
+        raise _empty_file_error(path)
+    problem, python2 = _compile_problem(path, old_code)
+    if python2:
+        raise problem
+    try:
+        migration = _codemod.migrate_source(old_code)
+    except libcst.ParserSyntaxError as error:
+        # When both fail, Python's message is the clearer one. Python failing alone (on
+        # syntax newer than this interpreter's) does not stop the migration.
+        detail = f"libcst cannot parse it: {error.message}."
+        raise problem or MigrationError(error.raw_line, detail) from error
     result = FileResult(path, old_code, migration.code, migration.findings)
     if dry_run or not result.changed:
         return result
+    target = path.resolve()  # A symbolic link stays one; the file it points at changes.
     backup_path = None
     if backup:
         candidate = path.with_name(path.name + BACKUP_SUFFIX)
         if not candidate.exists():
-            candidate.write_bytes(raw)
+            _write_atomically(candidate, raw, mode_of=target)
             backup_path = candidate
-    path.write_bytes(migration.code.encode("utf-8"))
+    _write_atomically(target, migration.code.encode("utf-8"), mode_of=target)
     return dataclasses.replace(result, backup=backup_path)
 
 
@@ -157,7 +280,11 @@ def run(paths, dry_run=False, backup=True, out=None, err=None):
     for path in files:
         try:
             result = migrate_file(path, dry_run=dry_run, backup=backup)
-        except (OSError, UnicodeDecodeError, libcst.ParserSyntaxError) as error:
+        except MigrationError as error:
+            print(f"{path}:{error.line}: cannot migrate: {error.message}", file=err)
+            status = EXIT_ERROR
+            continue
+        except (OSError, UnicodeDecodeError) as error:
             print(f"{path}: cannot migrate: {error}", file=err)
             status = EXIT_ERROR
             continue

@@ -1,0 +1,100 @@
+"""The hand edits easgd-migrate names for tf.contrib uses it cannot convert.
+
+A helper of `tf_contrib_easgd._contrib_names`: for the contrib APIs TF1 scripts used most,
+what to write instead on TensorFlow 2 (tests/test_migrate_tf1.py checks that every `tf.*`
+name in these texts exists in the installed TensorFlow).
+"""
+
+
+def hand_edit(name):
+    """Returns what to write instead of the qualified `name`, or None when nothing is known."""
+    parts = name.split(".")
+    for end in range(len(parts), 2, -1):
+        text = HAND_EDITS.get(".".join(parts[:end]))
+        if text:
+            return text
+    return None
+
+
+_MNIST = (
+    "tf.keras.datasets.mnist.load_data() returns ((x_train, y_train), (x_test, y_test)) as uint8 "
+    "28x28 images and integer labels: reshape to [-1, 784] and divide by 255.0 as "
+    "read_data_sets did, one-hot with np.eye(10)[labels] if it had one_hot=True, keep the last "
+    "5000 training images apart for .validation, and replace .next_batch(n) with your own "
+    "batches (a shuffled index per epoch, or tf.data.Dataset.from_tensor_slices((x, y))"
+    ".shuffle(60000).batch(n).repeat())."
+)
+_GLOROT = (
+    "use tf.compat.v1.glorot_uniform_initializer() (uniform=False: "
+    "tf.compat.v1.glorot_normal_initializer()); seed and dtype carry over."
+)
+_SLIM = "pip install tf-slim and `import tf_slim as slim`: that package keeps slim's API."
+_LAYERS = "tensorflow.contrib.layers."
+
+# What to write instead of the tf.contrib (and tensorflow.examples) names TF1 scripts used
+# most, by qualified name or module; the longest match wins. Every tf.* name here exists in
+# TensorFlow 2.15 to 2.21 (tests/test_migrate_tf1.py checks).
+HAND_EDITS = {
+    _LAYERS + "xavier_initializer": _GLOROT,
+    _LAYERS + "xavier_initializer_conv2d": _GLOROT,
+    _LAYERS + "variance_scaling_initializer": (
+        "use tf.compat.v1.variance_scaling_initializer(scale=FACTOR, mode='fan_in', "
+        "distribution='truncated_normal'); contrib's default factor was 2.0, and "
+        "uniform=True is distribution='uniform' there."
+    ),
+    _LAYERS + "fully_connected": (
+        "use tf.compat.v1.layers.dense(inputs, NUM_OUTPUTS, activation=tf.nn.relu): "
+        "fully_connected applied ReLU by default, dense applies none; weights_initializer "
+        "and biases_initializer are kernel_initializer and bias_initializer there."
+    ),
+    _LAYERS + "conv2d": (
+        "use tf.compat.v1.layers.conv2d(inputs, NUM_OUTPUTS, KERNEL, padding='same', "
+        "activation=tf.nn.relu): contrib padded 'SAME' and applied ReLU by default."
+    ),
+    _LAYERS + "max_pool2d": (
+        "use tf.compat.v1.layers.max_pooling2d(inputs, KERNEL, strides=2): contrib's "
+        "default stride was 2."
+    ),
+    _LAYERS + "flatten": "use tf.compat.v1.layers.flatten(inputs).",
+    _LAYERS + "dropout": (
+        "use tf.compat.v1.layers.dropout(inputs, rate=1 - KEEP_PROB, training=IS_TRAINING): "
+        "contrib took the probability to keep (0.5) and trained by default."
+    ),
+    _LAYERS + "batch_norm": (
+        "use tf.compat.v1.layers.batch_normalization(inputs, momentum=DECAY, scale=SCALE, "
+        "training=IS_TRAINING) and run the tf.compat.v1.GraphKeys.UPDATE_OPS ops with the "
+        "train op as before; contrib's defaults were decay=0.999 and scale=False."
+    ),
+    _LAYERS + "l2_regularizer": (
+        "use `lambda w: SCALE * tf.nn.l2_loss(w)`, the same penalty (or "
+        "tf.keras.regularizers.l2(0.5 * SCALE): Keras does not halve the sum of squares)."
+    ),
+    _LAYERS + "l1_regularizer": (
+        "use `lambda w: SCALE * tf.reduce_sum(tf.abs(w))`, the same penalty (or "
+        "tf.keras.regularizers.l1(SCALE))."
+    ),
+    _LAYERS + "apply_regularization": "use tf.add_n([REGULARIZER(w) for w in WEIGHTS]).",
+    "tensorflow.contrib.framework.get_or_create_global_step": (
+        "use tf.compat.v1.train.get_or_create_global_step()."
+    ),
+    "tensorflow.contrib.framework.get_global_step": "use tf.compat.v1.train.get_global_step().",
+    "tensorflow.contrib.slim": _SLIM,
+    "tensorflow.contrib.framework.arg_scope": _SLIM,
+    "tensorflow.contrib.rnn": (
+        "the cells are in tf.compat.v1.nn.rnn_cell (BasicLSTMCell, LSTMCell, GRUCell, "
+        "MultiRNNCell, DropoutWrapper, ...), static_rnn is tf.compat.v1.nn.static_rnn; the "
+        "cells need tf-keras on TensorFlow 2.16 and later, as tf.compat.v1.layers does."
+    ),
+    "tensorflow.contrib.losses": "use the function of the same name in tf.compat.v1.losses.",
+    "tensorflow.contrib.metrics": (
+        "use tf.compat.v1.metrics (streaming_accuracy is tf.compat.v1.metrics.accuracy, "
+        "streaming_mean is tf.compat.v1.metrics.mean, ...)."
+    ),
+    "tensorflow.contrib.learn": (
+        "train with tf.compat.v1.train.MonitoredTrainingSession (or an Estimator, on "
+        "TensorFlow 2.15 and older)."
+    ),
+    "tensorflow.contrib.learn.datasets.mnist": _MNIST,
+    "tensorflow.contrib.learn.python.learn.datasets.mnist": _MNIST,
+    "tensorflow.examples.tutorials.mnist": _MNIST,
+}

@@ -1,0 +1,140 @@
+# ruff: noqa: N802 -- libcst dispatches on the node class names: visit_Name, ...
+"""The Keras 2 switch of migrated scripts that use `tf.compat.v1.layers`.
+
+A helper of `tf_contrib_easgd._codemod`: on TensorFlow 2.16 and later the TF1 layers (and
+RNN cells) refuse to run under Keras 3 unless the tf-keras package is installed and
+`TF_USE_LEGACY_KERAS=1` is set before TensorFlow is first imported. `ensure_legacy_keras`
+sets it at the top of a script that needs it, or notes what a library module's program must
+do.
+"""
+
+import itertools
+import sys
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
+
+from tf_contrib_easgd._contrib_names import Finding
+from tf_contrib_easgd._tf1_apis import from_module, within
+
+# TF1 APIs that need Keras 2 (the tf-keras package) on TensorFlow 2.16 and later.
+_KERAS2_APIS = ("tensorflow.compat.v1.layers", "tensorflow.compat.v1.nn.rnn_cell")
+LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
+_INSTALL = (
+    "install the tf-keras release matching your TensorFlow (pip install "
+    "'tf_contrib_easgd[legacy-keras]', or pip install 'tf-keras==X.Y.*' for TensorFlow X.Y)"
+)
+
+
+def ensure_legacy_keras(module, is_script):
+    """Has a script that uses Keras-2-only TF1 APIs set TF_USE_LEGACY_KERAS=1 first.
+
+    The assignment (after an `import os` when nothing above it imports os) goes before the
+    first top-level statement importing anything outside the standard library (any of them
+    may import TensorFlow); with no such import, after the docstring and `from __future__`
+    imports. A module that is not a script gets a note instead. Nothing is added twice.
+
+    Args:
+        module: a `libcst.Module`.
+        is_script: whether it has `if __name__ == "__main__":`.
+
+    Returns:
+        (the module, a list of `Finding`s with lines of the returned module).
+    """
+    line, api = _first_keras2_use(module)
+    if not line:
+        return module, []
+    if not is_script:
+        note = (
+            f"uses {api}, which needs Keras 2 on TensorFlow 2.16 and later: the program "
+            f'that imports this module must set os.environ["{LEGACY_KERAS}"] = "1" before it '
+            f"first imports TensorFlow, and {_INSTALL}."
+        )
+        return module, [Finding(line, note, unconverted=False)]
+    body = list(module.body)
+    index = _first_outside_import(body)
+    above = cst.Module(body[:index])
+    if LEGACY_KERAS not in [s.evaluated_value for s in m.findall(above, m.SimpleString())]:
+        module = module.with_changes(body=_set_legacy_keras(module, body, index, above))
+        line, api = _first_keras2_use(module)
+    note = (
+        f"uses {api}, which needs Keras 2 on TensorFlow 2.16 and later: {_INSTALL}. The "
+        f"script sets {LEGACY_KERAS}=1 before it imports TensorFlow."
+    )
+    return module, [Finding(line, note, unconverted=False)]
+
+
+def _set_legacy_keras(module, body, index, above):
+    """Returns `body` with `[import os;] os.environ[...] = "1"` before `body[index]`.
+
+    The blank lines above `body[index]` go above the new statements; its comments stay.
+    """
+    config = module.config_for_parsing
+    lead = body[index].leading_lines if index < len(body) else ()
+    blank = list(itertools.takewhile(lambda line: line.comment is None, lead))
+    comment = cst.EmptyLine(
+        comment=cst.Comment("# tf.compat.v1 layers need Keras 2 (tf-keras), set before TF loads.")
+    )
+    assign = cst.parse_statement(f'os.environ["{LEGACY_KERAS}"] = "1"', config=config)
+    imports = [alias for node in m.findall(above, m.Import()) for alias in node.names]
+    if any(alias.evaluated_name == "os" and not alias.asname for alias in imports):
+        added = [assign.with_changes(leading_lines=[*(blank or [cst.EmptyLine()]), comment])]
+    else:
+        os_import = cst.parse_statement("import os", config=config)
+        added = [
+            os_import.with_changes(leading_lines=blank),
+            assign.with_changes(leading_lines=[cst.EmptyLine(), comment]),
+        ]
+    if index < len(body):
+        rest = [cst.EmptyLine(), *lead[len(blank) :]]
+        added.append(body[index].with_changes(leading_lines=rest))
+    return [*body[:index], *added, *body[index + 1 :]]
+
+
+def _first_keras2_use(module):
+    """Returns (line, API) of the first use of a Keras-2-only TF1 API, or (0, '')."""
+    visitor = _Keras2Uses()
+    MetadataWrapper(module).visit(visitor)
+    return min(visitor.uses, default=(0, ""))
+
+
+class _Keras2Uses(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
+
+    def __init__(self):
+        super().__init__()
+        self.uses = []  # (line, API as the user spells it).
+
+    def on_visit(self, node):
+        for q in self.get_metadata(QualifiedNameProvider, node, ()):
+            for api in _KERAS2_APIS:
+                if within(q.name, api):
+                    line = self.get_metadata(PositionProvider, node).start.line
+                    self.uses.append((line, api.replace("tensorflow", "tf", 1)))
+        return True
+
+
+def _first_outside_import(body):
+    """The index in `body` of the first statement importing from outside the standard library.
+
+    Functions and classes are passed over. Without such a statement: the index after the
+    docstring and `from __future__` imports.
+    """
+    for index, statement in enumerate(body):
+        if isinstance(statement, cst.FunctionDef | cst.ClassDef):
+            continue
+        imports = m.findall(statement, m.Import())
+        modules = [alias.evaluated_name for node in imports for alias in node.names]
+        modules += [from_module(node) for node in m.findall(statement, m.ImportFrom())]
+        if any(name.split(".")[0] not in sys.stdlib_module_names for name in modules):
+            return index
+    index = 0
+    while index < len(body) and m.matches(
+        body[index],
+        m.SimpleStatementLine(
+            body=[m.Expr(m.SimpleString()) | m.ImportFrom(module=m.Name("__future__"))]
+        ),
+    ):
+        index += 1
+    return index
