@@ -291,3 +291,38 @@ def test_partitioned_variable_trains_and_exchanges(world):
             for entry in getter.centered_variables():
                 np.testing.assert_array_equal(session.run(_read(entry.worker)), [6.0, 6.0])
                 np.testing.assert_array_equal(session.run(_read(entry.global_center)), [6.0, 6.0])
+
+
+def test_worker_state_stays_on_the_worker_under_a_device_setter(world):
+    # Two placements contrib left to the enclosing device function (both seen on TF 1.15):
+    # built under replica_device_setter but outside the getter's scope, its `local_step`
+    # landed on a ps task, where the workers would share one counter; and with
+    # `get_init_op` built inside the device setter, its start-up barrier's queues landed on
+    # each worker's own device, so no two workers ever met. Here `local_step` is on the
+    # worker and the barrier's queues on the ps holding the first centre.
+    worker = "/job:worker/task:0"
+    cluster = tf.train.ClusterSpec({"ps": ["ps0:2222", "ps1:2222"], "worker": ["w0:1", "w1:1"]})
+    getter = ElasticAverageCustomGetter(worker)
+    setter = tf.compat.v1.train.replica_device_setter(worker_device=worker, cluster=cluster)
+    with tf.Graph().as_default(), tf.compat.v1.device(setter):
+        with tf.compat.v1.variable_scope("", custom_getter=getter):
+            w = tf.compat.v1.get_variable("w", initializer=1.0)
+        opt = ElasticAverageOptimizer(
+            tf.compat.v1.train.GradientDescentOptimizer(0.1),
+            num_worker=2,
+            ea_custom_getter=getter,
+            rho=0.0,
+            synchronous=True,
+        )
+        opt.minimize(w * w)
+        opt.get_init_op(0)
+        queues = [
+            op
+            for op in tf.compat.v1.get_default_graph().get_operations()
+            if op.type == "FIFOQueueV2"
+        ]
+        centre = getter.find(w).global_center
+    assert tf.DeviceSpec.from_string(opt.local_step.device).job == "worker"
+    assert len(queues) == 2  # One per worker.
+    where = [tf.DeviceSpec.from_string(d) for d in (centre.device, *(q.device for q in queues))]
+    assert {(spec.job, spec.task) for spec in where} == {("ps", 0)}

@@ -590,6 +590,10 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         if self._rho_argument is not None:
             return tf.constant(self._rho_argument, dtype) if self._rho_argument > 0 else None
         learning_rate = self._learning_rate
+        if isinstance(learning_rate, int | float):
+            # Divided in Python, rounded to `dtype` once, as contrib did: a float32 division
+            # can be one ulp off (0.3 / 0.02 gives 15.000001, not 15.0).
+            return tf.constant(self._moving_rate / learning_rate, dtype)
         if callable(learning_rate):
             learning_rate = learning_rate()
         return tf.cast(self._moving_rate, dtype) / tf.cast(learning_rate, dtype)
