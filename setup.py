@@ -33,6 +33,10 @@ setuptools.setup(
         # tf_contrib_easgd.estimator: tf.estimator exists up to TensorFlow 2.15 only.
         "estimator": ["tensorflow>=2.15,<2.16", "tensorflow-estimator>=2.15,<2.16"],
         "bench": ["matplotlib>=3.5"],  # benchmarks/: the PNG plots of BENCHMARKS.md.
+        # Migrated TF1 scripts that use tf.compat.v1.layers: on Keras 3 (TF 2.16 and later)
+        # they need Keras 2 as the tf-keras package and TF_USE_LEGACY_KERAS=1 (easgd-migrate
+        # sets it). Install the tf-keras release matching TensorFlow's (constraints pin it).
+        "legacy-keras": ["tf-keras>=2.15,<2.22"],
     },
     entry_points={
         "console_scripts": [

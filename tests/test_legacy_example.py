@@ -6,14 +6,12 @@ the console scripts a user has, on a copy, and then the result as a real job: on
 workers, separate OS processes on free loopback ports.
 """
 
-import os
-import pathlib
 import re
 import shutil
-import subprocess
 import sys
 import time
 
+import legacy_jobs
 import numpy as np
 import portpicker
 import pytest
@@ -23,9 +21,7 @@ from tensorflow.tools.compatibility import ast_edits, tf_upgrade_v2
 
 from tf_contrib_easgd import _codemod
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "legacy_tf1" / "trainer.py"
-BIN = pathlib.Path(sys.executable).parent  # The venv's console scripts live beside python.
+EXAMPLE = legacy_jobs.LEGACY_DIR / "trainer.py"
 
 # The example's data split: the first 1500 digits train, the other 297 test.
 NUM_TRAIN = 1500
@@ -40,7 +36,6 @@ TRAIN_STEPS = 600
 TARGET_ACCURACY = 0.80
 # Deadlines: importing TensorFlow takes 10-15 s per process on a 2-core machine, three at once
 # take longer, and the 600 steps take 10-20 s.
-TOOL_TIMEOUT_S = 120
 CHIEF_READY_TIMEOUT_S = 150
 TRAINING_TIMEOUT_S = 240
 
@@ -93,99 +88,26 @@ def _centre_accuracy(checkpoint_dir):
     return float(np.mean(logits.argmax(axis=1) == labels))
 
 
-class _Processes:
-    """The OS processes of one test, each logging to a file; all killed at teardown."""
-
-    def __init__(self, directory):
-        self._directory = directory
-        self.running = {}
-
-    def start(self, name, args):
-        """Starts `args` as process `name`, its stdout and stderr going to `name.log`."""
-        log = self._directory / f"{name}.log"
-        env = dict(
-            os.environ,
-            TF_CPP_MIN_LOG_LEVEL="2",
-            PYTHONUNBUFFERED="1",
-            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        )
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                args,
-                cwd=self._directory,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        self.running[name] = (process, log)
-        return process
-
-    def log(self, name):
-        """Everything process `name` has written so far."""
-        return self.running[name][1].read_text(errors="replace")
-
-    def wait_for_line(self, name, pattern, timeout):
-        """Waits until `name` logs a line matching `pattern`; fails if it exits or times out."""
-        process, _ = self.running[name]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if re.search(pattern, self.log(name), re.MULTILINE):
-                return
-            if process.poll() is not None:
-                pytest.fail(f"{name} exited with {process.returncode}:\n{self.log(name)[-3000:]}")
-            time.sleep(0.25)
-        pytest.fail(f"{name} did not log {pattern!r} within {timeout} s:\n{self.log(name)[-3000:]}")
-
-    def wait_for_exit(self, name, deadline):
-        """Waits for `name` to exit by `deadline` (time.monotonic()); returns its log."""
-        process, _ = self.running[name]
-        try:
-            process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"{name} still running at the deadline:\n{self.log(name)[-3000:]}")
-        assert process.returncode == 0, f"{name} failed:\n{self.log(name)[-3000:]}"
-        return self.log(name)
-
-    def kill_all(self):
-        """Kills every process still running (the ps always is) and reaps them all."""
-        for process, _ in self.running.values():
-            if process.poll() is None:
-                process.kill()
-            process.wait(timeout=30)
-
-
 @pytest.fixture
 def processes(tmp_path):
-    """A `_Processes` in `tmp_path` whose processes are killed however the test ends."""
-    started = _Processes(tmp_path)
+    """A `legacy_jobs.Processes` in `tmp_path` whose processes are killed however the test
+    ends."""
+    started = legacy_jobs.Processes(tmp_path)
     try:
         yield started
     finally:
         started.kill_all()
 
 
-def _run_tool(args, cwd):
-    """Runs a console script to completion within TOOL_TIMEOUT_S; asserts it succeeded."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run(
-        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False
-    )
-    assert done.returncode == 0, f"{args} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-    return done
-
-
 @pytest.mark.e2e
-@pytest.mark.timeout(CHIEF_READY_TIMEOUT_S + TRAINING_TIMEOUT_S + 2 * TOOL_TIMEOUT_S)
+@pytest.mark.timeout(CHIEF_READY_TIMEOUT_S + TRAINING_TIMEOUT_S + 2 * legacy_jobs.TOOL_TIMEOUT_S)
 def test_migrated_example_trains_on_a_ps_and_two_workers(tmp_path, processes):
     start = time.monotonic()
     script = tmp_path / "trainer.py"
     shutil.copy(EXAMPLE, script)
-    _run_tool(
-        [str(BIN / "tf_upgrade_v2"), "--infile", script.name, "--outfile", script.name], tmp_path
-    )
-    done = _run_tool([str(BIN / "easgd-migrate"), "--nobackup", script.name], tmp_path)
-    assert "1 changed, 0 use(s) not converted" in done.stderr
+    legacy_jobs.upgrade_v2(script)
+    report = legacy_jobs.migrate([script.name], tmp_path)
+    assert "1 changed, 0 use(s) not converted" in report
     assert not (tmp_path / "trainer.py.bak").exists()
     print(f"converted after {time.monotonic() - start:.0f} s")
 

@@ -1,0 +1,133 @@
+"""Helpers of the tests that migrate TF1 scripts and run them as real ps/worker jobs.
+
+A user's path, step by step: copy the unconverted script, run TensorFlow's `tf_upgrade_v2`
+and then `easgd-migrate` as the console scripts of the venv, then start one OS process per
+task on free loopback ports, as the scripts' own docstrings tell a user to.
+"""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+LEGACY_DIR = ROOT / "examples" / "legacy_tf1"
+BIN = pathlib.Path(sys.executable).parent  # The venv's console scripts live beside python.
+
+# Importing TensorFlow takes 10-15 s per process on a 2-core machine; a tool run is one.
+TOOL_TIMEOUT_S = 120
+
+
+def run_tool(args, cwd, expect_status=0):
+    """Runs a console script to completion within TOOL_TIMEOUT_S.
+
+    Args:
+        args: the command line.
+        cwd: the folder to run it in.
+        expect_status: the exit status the run must end with.
+
+    Returns:
+        The `subprocess.CompletedProcess` (text stdout and stderr).
+    """
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run(
+        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False
+    )
+    assert done.returncode == expect_status, (
+        f"{args} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    )
+    return done
+
+
+def upgrade_v2(path):
+    """Runs `tf_upgrade_v2` on the file `path` in place; returns its report's text."""
+    done = run_tool(
+        [str(BIN / "tf_upgrade_v2"), "--infile", path.name, "--outfile", path.name], path.parent
+    )
+    # tf_upgrade_v2 exits 0 even when it could not parse the file (it then writes nothing).
+    assert "Failed to parse" not in done.stdout + done.stderr, done.stdout[-2000:]
+    assert path.read_text().strip(), f"tf_upgrade_v2 emptied {path}"
+    return done.stdout
+
+
+def migrate(paths, cwd, expect_status=0):
+    """Runs `easgd-migrate --nobackup` on `paths`; returns its stderr (the report)."""
+    args = [str(BIN / "easgd-migrate"), "--nobackup", *map(str, paths)]
+    return run_tool(args, cwd, expect_status).stderr
+
+
+class Processes:
+    """The OS processes of one test, each logging to a file; all killed by `kill_all`."""
+
+    def __init__(self, directory):
+        self._directory = directory
+        self.running = {}
+
+    def start(self, name, args, env=None):
+        """Starts `args` as process `name`, its stdout and stderr going to `name.log`.
+
+        Args:
+            name: the process's name in this test.
+            args: the command line.
+            env: extra environment variables.
+
+        Returns:
+            The `subprocess.Popen`.
+        """
+        log = self._directory / f"{name}.log"
+        environment = dict(
+            os.environ,
+            TF_CPP_MIN_LOG_LEVEL="2",
+            PYTHONUNBUFFERED="1",
+            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            **(env or {}),
+        )
+        environment.pop("TF_CONFIG", None)
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                args,
+                cwd=self._directory,
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.running[name] = (process, log)
+        return process
+
+    def log(self, name):
+        """Everything process `name` has written so far."""
+        return self.running[name][1].read_text(errors="replace")
+
+    def wait_for_line(self, name, pattern, timeout):
+        """Waits until `name` logs a line matching `pattern`; fails if it exits or times out."""
+        process, _ = self.running[name]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if re.search(pattern, self.log(name), re.MULTILINE):
+                return
+            if process.poll() is not None:
+                pytest.fail(f"{name} exited with {process.returncode}:\n{self.log(name)[-3000:]}")
+            time.sleep(0.25)
+        pytest.fail(f"{name} did not log {pattern!r} within {timeout} s:\n{self.log(name)[-3000:]}")
+
+    def wait_for_exit(self, name, deadline):
+        """Waits for `name` to exit 0 by `deadline` (time.monotonic()); returns its log."""
+        process, _ = self.running[name]
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{name} still running at the deadline:\n{self.log(name)[-3000:]}")
+        assert process.returncode == 0, f"{name} failed:\n{self.log(name)[-3000:]}"
+        return self.log(name)
+
+    def kill_all(self):
+        """Kills every process still running (a ps always is) and reaps them all."""
+        for process, _ in self.running.values():
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=30)
