@@ -5,14 +5,14 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-tf215 bazel-test lint format demo bench bench-quick clean
+.PHONY: venv test test-tf215 test-contrib bazel-test lint format demo bench bench-quick clean
 
 venv: $(STAMP)
 
 $(STAMP): setup.py pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -c constraints.txt -e '.[test,demo]'
+	$(PIP) install --quiet -c constraints.txt -e '.[test,demo,legacy-keras]'
 	touch $(STAMP)
 
 test: $(STAMP)
@@ -29,11 +29,45 @@ STAMP215 := $(VENV215)/.installed
 $(STAMP215): setup.py pyproject.toml constraints-tf215.txt
 	test -x $(PY215) || $(PYTHON) -m venv $(VENV215)
 	$(PY215) -m pip install --quiet --upgrade pip
-	$(PY215) -m pip install --quiet -c constraints-tf215.txt -e '.[test,demo,estimator]'
+	$(PY215) -m pip install --quiet -c constraints-tf215.txt -e '.[test,demo,estimator,legacy-keras]'
 	touch $(STAMP215)
 
 test-tf215: $(STAMP215)
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY215) -m pytest $(PYTEST_ARGS)
+
+# Differential tests against the original tf.contrib.opt.ElasticAverageOptimizer
+# (tests/test_contrib_oracle.py, tests/test_checkpoint_compat.py): the scenarios of
+# tests/contrib_scenarios.py run on TensorFlow 1.15 with contrib in .venv-tf115 and here, and
+# the results are compared. .venv-tf115 needs a Python 3.7: PYTHON37, else pyenv's newest 3.7,
+# else python3.7 on PATH; with none, the target says so and succeeds. `make test` and
+# `make test-tf215` run these tests too once .venv-tf115 exists (they skip without it).
+VENV115 := .venv-tf115
+STAMP115 := $(VENV115)/.installed
+PYENV_ROOT ?= $(HOME)/.pyenv
+FIND_PYTHON37 := for python in $${PYTHON37:-} \
+	  $$(ls -d $(PYENV_ROOT)/versions/3.7*/bin/python 2>/dev/null | sort -V -r) \
+	  $$(command -v python3.7); do \
+	  "$$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 7))' 2>/dev/null \
+	    && { echo "$$python"; break; }; \
+	done
+
+$(STAMP115): constraints-tf115.txt
+	@python37=$$($(FIND_PYTHON37)); \
+	test -n "$$python37" || { echo "no Python 3.7 for $(VENV115)"; exit 1; }; \
+	test -x $(VENV115)/bin/python || { echo "$$python37 -m venv $(VENV115)"; "$$python37" -m venv $(VENV115); }
+	$(VENV115)/bin/python -m pip install --quiet -c constraints-tf115.txt \
+	  tensorflow==1.15.5 protobuf==3.20.3 portpicker
+	touch $(STAMP115)
+
+test-contrib: $(STAMP)
+	@if [ -z "$$($(FIND_PYTHON37))" ]; then \
+	  echo "test-contrib: SKIPPED: no Python 3.7 found (PYTHON37, $(PYENV_ROOT)/versions/3.7*," \
+	    "python3.7 on PATH); TensorFlow 1.15, the original contrib, needs one."; \
+	else \
+	  $(MAKE) --no-print-directory $(STAMP115) && \
+	  TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest tests/test_contrib_oracle.py \
+	    tests/test_checkpoint_compat.py $(PYTEST_ARGS); \
+	fi
 
 # Builds the package and runs the suite with Bazel, offline; see docs/BAZEL.md.
 bazel-test: $(STAMP)
@@ -68,4 +102,4 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(VENV215) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VENV215) $(VENV115) build *.egg-info .pytest_cache .ruff_cache

@@ -1,22 +1,44 @@
 """Checkpoints move both ways between tf.contrib.opt's EASGD and this library.
 
-contrib is gone from TF 2, so its side is a "contrib-named" graph built by hand in TF1 mode
-(ref variables, as contrib ran): the variables, names, dtypes and collections that
-`tf.contrib.opt.ElasticAverageCustomGetter` and `ElasticAverageOptimizer` made for a model
-with variables `mlp/w` and `mlp/b`, a Momentum optimizer and a global step. The library's
-side is built the ordinary way, in TF1 mode and in TF 2 graph mode (the `world` fixture).
+Real checkpoints, both ways (contrib_oracle.py runs the processes; `make test-contrib`
+builds the TensorFlow 1.15 interpreter they need, and without it those tests skip): the
+scenario `checkpoint_momentum_period2` of contrib_scenarios.py (two workers, Momentum,
+period 2, eight interleaved steps) is trained by the original `tf.contrib.opt` on TF 1.15
+and by this package in both variable worlds. Each writes three checkpoints from worker 0:
 
-Two savers are tried: the default `Saver()` of MonitoredTrainingSession (global variables:
-the centres and the global step) and a "full" one over global and local variables (worker
-copies, local centres, `local_step`, optimizer slots too).
+- "default": the default `Saver()` of MonitoredTrainingSession (global variables: the
+  centres and the global step);
+- "full": a Saver of the global and local variables (worker copies, local centres,
+  `local_step`, Momentum's slots too);
+- "swapping": `swapping_saver()`, the centres under the original names (contrib left out
+  the global step, README fix 7), restored with `swapping_saver(var_list=<the trainable
+  variables>)`.
+
+A new job restores each checkpoint (after initializing everything), runs the hook's
+start-up (worker copies and local centres <- the centre) and trains six steps. Contrib's
+checkpoints, continued by the package, must give contrib's own continuation of them; the
+package's, continued by contrib, the package's own continuation. The restored values must
+be the checkpoint's bit for bit.
+
+Without TensorFlow 1.15, `test_library_makes_contrib_names_dtypes_shapes_and_collections`
+still checks the library's variables against a table of what contrib made for a small
+Momentum model, in both worlds (`world` fixture); test_contrib_oracle.py checks the names,
+collections and devices of every scenario against contrib itself.
 """
 
-import contextlib
-
-import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import is_resource
+from contrib_oracle import (
+    CHECKPOINT_KINDS,
+    TEST_TIMEOUT_SECS,
+    WORLDS,
+    array,
+    assert_trajectories_match,
+    assert_values_match,
+    skip_reason,
+)
+from contrib_oracle import oracle as run_oracle
 
 from tf_contrib_easgd import (
     GLOBAL_STEP,
@@ -39,47 +61,6 @@ CONTRIB_VARIABLES = {
     **{f"{n}/Momentum": (LOCAL, tf.float32, s) for n, s in SHAPES.items()},
     "local_step": (LOCAL, tf.int32, []),
 }
-
-
-def _value(name):
-    """A value for `name` that no other variable has: a distinct offset plus a ramp."""
-    _, dtype, shape = CONTRIB_VARIABLES[name]
-    offset = 10 * (1 + sorted(CONTRIB_VARIABLES).index(name))  # At most 6 elements each.
-    return (offset + np.arange(np.prod(shape, dtype=int))).reshape(shape).astype(dtype.name)
-
-
-@contextlib.contextmanager
-def _tf1_mode():
-    """TF1 behaviour for the block; a no-op when the `world` fixture chose it already."""
-    if not tf.executing_eagerly():
-        yield
-        return
-    tf.compat.v1.disable_v2_behavior()
-    try:
-        yield
-    finally:
-        tf.compat.v1.reset_default_graph()
-        tf.compat.v1.enable_v2_behavior()
-
-
-def _build_contrib_graph():
-    """Creates the contrib-named variables by hand; returns {name: variable}."""
-    collections = {
-        GLOBAL: [tf.compat.v1.GraphKeys.GLOBAL_VARIABLES],
-        LOCAL: [tf.compat.v1.GraphKeys.LOCAL_VARIABLES],
-    }
-    variables = {}
-    for name, (collection, dtype, shape) in CONTRIB_VARIABLES.items():
-        extra = [tf.compat.v1.GraphKeys.GLOBAL_STEP] if name == GLOBAL_STEP else []
-        variables[name] = tf.compat.v1.get_variable(
-            name,
-            shape,
-            dtype,
-            initializer=tf.compat.v1.zeros_initializer(),
-            trainable=name in SHAPES,
-            collections=collections[collection] + extra,
-        )
-    return variables
 
 
 def _build_library_graph():
@@ -114,41 +95,6 @@ def _collections():
     }
 
 
-def _saver(kind):
-    """The `kind` Saver of the default graph: "default" (global variables) or "full"."""
-    if kind == "default":
-        return tf.compat.v1.train.Saver()  # What MonitoredTrainingSession's Scaffold makes.
-    return tf.compat.v1.train.Saver(
-        tf.compat.v1.global_variables() + tf.compat.v1.local_variables()
-    )
-
-
-def _write(variables, kind, path):
-    """Sets every variable to its `_value` and saves with the `kind` saver."""
-    assigns = [tf.compat.v1.assign(v, _value(name)) for name, v in variables.items()]
-    saver = _saver(kind)
-    with tf.compat.v1.Session() as session:
-        session.run(assigns)
-        return saver.save(session, path)
-
-
-def _restore(variables, kind, checkpoint, then=()):
-    """Initializes, restores with the `kind` saver, runs `then`; returns the values after."""
-    saver = _saver(kind)
-    init = [tf.compat.v1.global_variables_initializer(), tf.compat.v1.local_variables_initializer()]
-    with tf.compat.v1.Session() as session:
-        session.run(init)
-        saver.restore(session, checkpoint)
-        restored = session.run(variables)
-        session.run(then)
-        return restored, session.run(variables)
-
-
-def _expected_restored(kind):
-    """The names a `kind` checkpoint carries: the default Saver skips local variables."""
-    return [n for n, (c, _, _) in CONTRIB_VARIABLES.items() if kind == "full" or c == GLOBAL]
-
-
 def test_library_makes_contrib_names_dtypes_shapes_and_collections(world):
     with tf.Graph().as_default():
         variables, _ = _build_library_graph()
@@ -160,36 +106,110 @@ def test_library_makes_contrib_names_dtypes_shapes_and_collections(world):
     assert made == CONTRIB_VARIABLES
 
 
-@pytest.mark.parametrize("kind", ["default", "full"])
-def test_contrib_checkpoint_restores_into_library_graph(world, kind, tmp_path):
-    with _tf1_mode(), tf.Graph().as_default():
-        checkpoint = _write(_build_contrib_graph(), kind, str(tmp_path / "contrib"))
-    stored = {name for name, _ in tf.train.list_variables(checkpoint)}
-    assert stored == set(_expected_restored(kind))
-
-    with tf.Graph().as_default():
-        variables, opt = _build_library_graph()
-        # Then what the session-run hook does on a (re)start: copies and local centres <- x~.
-        restored, started = _restore(variables, kind, checkpoint, then=opt.get_init_op(0))
-    for name in _expected_restored(kind):
-        np.testing.assert_array_equal(restored[name], _value(name), err_msg=name)
-    for name in SHAPES:
-        centre = _value(f"{GLOBAL_VARIABLE_NAME}/{name}")
-        np.testing.assert_array_equal(started[name], centre)
-        np.testing.assert_array_equal(started[f"{LOCAL_VARIABLE_NAME}/{name}"], centre)
+CHECKPOINT_SCENARIO = "checkpoint_momentum_period2"
 
 
-@pytest.mark.parametrize("kind", ["default", "full"])
-def test_library_checkpoint_restores_into_contrib_graph(world, kind, tmp_path):
-    with tf.Graph().as_default():
-        variables, _ = _build_library_graph()
-        checkpoint = _write(variables, kind, str(tmp_path / "library"))
-    stored = {name for name, _ in tf.train.list_variables(checkpoint)}
-    assert stored == set(_expected_restored(kind))
+def oracle_test(function):
+    """Marks a test that runs the oracle's processes (TF 1.15 and this package)."""
+    function = pytest.mark.timeout(TEST_TIMEOUT_SECS)(function)
+    return pytest.mark.cluster(pytest.mark.e2e(function))
 
-    with _tf1_mode(), tf.Graph().as_default():
-        variables = _build_contrib_graph()
-        assert not any(is_resource(v) for v in variables.values())  # Really TF1's variables.
-        restored, _ = _restore(variables, kind, checkpoint)
-    for name in _expected_restored(kind):
-        np.testing.assert_array_equal(restored[name], _value(name), err_msg=name)
+
+@pytest.fixture(scope="module")
+def oracle(request, tmp_path_factory):
+    """Contrib's and the package's runs of the checkpoint scenario (once per session)."""
+    if skip_reason():
+        pytest.skip(skip_reason())
+    # All scenarios when test_contrib_oracle.py runs in this session too (one run for
+    # both files), else the checkpoint scenario only.
+    everything = any(item.path.name == "test_contrib_oracle.py" for item in request.session.items)
+    return run_oracle(tmp_path_factory, None if everything else [CHECKPOINT_SCENARIO])
+
+
+def _checkpoint(result, kind):
+    """The contents of the `kind` checkpoint a training run wrote: {name: value}."""
+    if kind == "swapping":
+        return result["swapping_checkpoint"]
+    return result["checkpoints"][kind]
+
+
+def _restored(kind, checkpoint, snapshot):
+    """Pairs a checkpoint's values with the snapshot's values of what was restored from it.
+
+    Returns:
+        ({checkpoint name: value in the checkpoint}, {checkpoint name: value restored}).
+        `swapping_saver(var_list=<the trainable variables>)` restores the centres only.
+    """
+    values = snapshot["values"]
+    stored, restored = {}, {}
+    for name, value in checkpoint.items():
+        if kind == "swapping":
+            if name == GLOBAL_STEP:
+                continue
+            key = f"{GLOBAL_VARIABLE_NAME}/{name}"  # The centre, saved under the name.
+        else:
+            key = name if name in values else f"worker0:{name}"
+        stored[name], restored[name] = value, values[key]
+    return stored, restored
+
+
+@oracle_test
+@pytest.mark.parametrize("kind", CHECKPOINT_KINDS)
+@pytest.mark.parametrize("world", sorted(WORLDS))
+def test_package_writes_the_checkpoints_contrib_writes(oracle, world, kind):
+    theirs = _checkpoint(oracle.result("contrib", CHECKPOINT_SCENARIO), kind)
+    ours = _checkpoint(oracle.result(f"package-{world}", CHECKPOINT_SCENARIO), kind)
+    extra = {GLOBAL_STEP} if kind == "swapping" else set()  # README fix 7.
+    assert set(ours) == set(theirs) | extra
+    if kind == "default":
+        assert sorted(theirs) == sorted(
+            [GLOBAL_STEP, *(f"{GLOBAL_VARIABLE_NAME}/model/{n}" for n in ("w1", "b1", "w2", "b2"))]
+        )
+    # Written after the same training: equal up to the oracle's float tolerance.
+    assert_values_match({name: ours[name] for name in theirs}, theirs, f"{kind} checkpoint")
+
+
+@oracle_test
+@pytest.mark.parametrize("kind", CHECKPOINT_KINDS)
+@pytest.mark.parametrize("world", sorted(WORLDS))
+def test_contrib_checkpoint_restores_here_and_training_continues_as_in_contrib(oracle, world, kind):
+    name = f"{CHECKPOINT_SCENARIO}@contrib-{kind}"
+    ours = oracle.result(f"package-{world}", name)
+    theirs = oracle.result("contrib", name)
+    assert ours["error"] is None, ours["error"]
+    checkpoint = _checkpoint(oracle.result("contrib", CHECKPOINT_SCENARIO), kind)
+    stored, restored = _restored(kind, checkpoint, ours["steps"][0])
+    assert_values_match(restored, stored, f"restored from contrib's {kind}", exact=True)
+    # Right after the restore and after the start-up both jobs hold the same numbers bit
+    # for bit (the same checkpoint, the same initializers); then the same trajectory.
+    for number in (0, 1):
+        assert_values_match(
+            ours["steps"][number]["values"], theirs["steps"][number]["values"], "", exact=True
+        )
+    assert_trajectories_match(ours, theirs, f"contrib's {kind} checkpoint in {world}")
+    started = ours["steps"][1]["values"]
+    centre = started[f"{GLOBAL_VARIABLE_NAME}/model/w1"]
+    assert started["worker0:model/w1"] == centre
+    assert started[f"worker0:{LOCAL_VARIABLE_NAME}/model/w1"] == centre
+    if kind != "swapping":  # The swapping checkpoint has no global step.
+        assert array(started[GLOBAL_STEP]) == array(checkpoint[GLOBAL_STEP])
+
+
+@oracle_test
+@pytest.mark.parametrize("kind", CHECKPOINT_KINDS)
+@pytest.mark.parametrize("world", sorted(WORLDS))
+def test_package_checkpoint_restores_into_contrib_and_training_continues_as_here(
+    oracle, world, kind
+):
+    name = f"{CHECKPOINT_SCENARIO}@package-{world}-{kind}"
+    ours = oracle.result(f"package-{world}", name)
+    theirs = oracle.result("contrib-restore", name)
+    assert theirs["error"] is None, theirs["error"]
+    checkpoint = _checkpoint(oracle.result(f"package-{world}", CHECKPOINT_SCENARIO), kind)
+    stored, restored = _restored(kind, checkpoint, theirs["steps"][0])
+    assert_values_match(restored, stored, f"restored from the package's {kind}", exact=True)
+    for number in (0, 1):
+        assert_values_match(
+            ours["steps"][number]["values"], theirs["steps"][number]["values"], "", exact=True
+        )
+    assert_trajectories_match(ours, theirs, f"the package's {kind} checkpoint ({world})")
