@@ -17,7 +17,7 @@ _TRAINABLE = tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES
 
 # The order in which `tf.compat.v1.get_variable` hands its arguments to a getter. TF itself
 # passes them by keyword, but a user's chained getter may pass them by position; naming them
-# here lets the getter treat both forms alike (contrib took some of them twice, API.md item 4).
+# here lets the getter treat both forms alike (contrib took some of them twice, README fix 4).
 _GETTER_ARGUMENTS = (
     "shape",
     "dtype",

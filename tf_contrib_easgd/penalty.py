@@ -26,7 +26,7 @@ FORMS = (GRADIENT, MOVE)
 
 # tf.compat.v1 optimizers keep their learning rate under one of these attribute names and
 # offer no public accessor; the default `rho` needs it (contrib read only the first, so the
-# default crashed with Adam: API.md item 1).
+# default crashed with Adam: README fix 1).
 _LEARNING_RATE_ATTRIBUTES = ("_learning_rate", "_lr")
 
 #: Optimizers whose step is learning_rate * gradient, so that the default rho pulls by
