@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import portpicker
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -131,3 +132,34 @@ class Processes:
             if process.poll() is None:
                 process.kill()
             process.wait(timeout=30)
+
+    def run_ps_and_two_workers(self, script, flags, chief_ready_timeout, training_timeout):
+        """Runs `script` as one ps and two workers on free loopback ports, as its docs say.
+
+        Worker 1 starts once the chief logs "Worker 0: session ready": a non-chief that
+        finds the centre not initialised yet looks again only 30 s later. The ps only ever
+        `join()`s; `kill_all` stops it.
+
+        Args:
+            script: the script's file name, in this object's folder.
+            flags: the flags every task gets besides the cluster's.
+            chief_ready_timeout: seconds the chief may take to log that its session is ready.
+            training_timeout: seconds both workers may take after that to exit 0.
+
+        Returns:
+            The two workers' logs.
+        """
+        ports = [portpicker.pick_unused_port() for _ in range(3)]
+        common = [
+            sys.executable,
+            script,
+            f"--ps_hosts=localhost:{ports[0]}",
+            f"--worker_hosts=localhost:{ports[1]},localhost:{ports[2]}",
+            *flags,
+        ]
+        self.start("ps", [*common, "--job_name=ps", "--task_index=0"])
+        self.start("worker0", [*common, "--job_name=worker", "--task_index=0"])
+        self.wait_for_line("worker0", r"^Worker 0: session ready", chief_ready_timeout)
+        self.start("worker1", [*common, "--job_name=worker", "--task_index=1"])
+        deadline = time.monotonic() + training_timeout
+        return [self.wait_for_exit(f"worker{index}", deadline) for index in (0, 1)]

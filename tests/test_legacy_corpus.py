@@ -21,12 +21,10 @@ import ast
 import dataclasses
 import re
 import shutil
-import sys
 import time
 
 import legacy_jobs
 import numpy as np
-import portpicker
 import pytest
 import tensorflow as tf
 from sklearn.datasets import load_digits
@@ -142,21 +140,10 @@ def test_migrated_script_trains_on_a_ps_and_two_workers(key, tmp_path, processes
         assert note in report, report
     print(f"converted after {time.monotonic() - start:.0f} s:\n{report}")
 
-    ports = [portpicker.pick_unused_port() for _ in range(3)]
-    common = [
-        sys.executable,
-        script.name,
-        f"--ps_hosts=localhost:{ports[0]}",
-        f"--worker_hosts=localhost:{ports[1]},localhost:{ports[2]}",
-        *(flag.format(tmp=tmp_path) for flag in script.flags),
-    ]
-    processes.start("ps", [*common, "--job_name=ps", "--task_index=0"])
-    processes.start("worker0", [*common, "--job_name=worker", "--task_index=0"])
-    # A non-chief that finds the centre not initialised yet looks again only 30 s later.
-    processes.wait_for_line("worker0", r"^Worker 0: session ready", CHIEF_READY_TIMEOUT_S)
-    processes.start("worker1", [*common, "--job_name=worker", "--task_index=1"])
-    deadline = time.monotonic() + TRAINING_TIMEOUT_S
-    logs = [processes.wait_for_exit(f"worker{index}", deadline) for index in (0, 1)]
+    flags = [flag.format(tmp=tmp_path) for flag in script.flags]
+    logs = processes.run_ps_and_two_workers(
+        script.name, flags, CHIEF_READY_TIMEOUT_S, TRAINING_TIMEOUT_S
+    )
     print(f"workers done after {time.monotonic() - start:.0f} s")
     for log in logs:
         assert "Traceback" not in log, log[-3000:]

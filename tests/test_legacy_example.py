@@ -8,12 +8,10 @@ workers, separate OS processes on free loopback ports.
 
 import re
 import shutil
-import sys
 import time
 
 import legacy_jobs
 import numpy as np
-import portpicker
 import pytest
 import tensorflow as tf
 from sklearn.datasets import load_digits
@@ -111,32 +109,17 @@ def test_migrated_example_trains_on_a_ps_and_two_workers(tmp_path, processes):
     assert not (tmp_path / "trainer.py.bak").exists()
     print(f"converted after {time.monotonic() - start:.0f} s")
 
-    ports = [portpicker.pick_unused_port() for _ in range(3)]
-    common = [
-        sys.executable,
-        script.name,
-        f"--ps_hosts=localhost:{ports[0]}",
-        f"--worker_hosts=localhost:{ports[1]},localhost:{ports[2]}",
-        f"--checkpoint_dir={tmp_path / 'checkpoints'}",
-        f"--train_steps={TRAIN_STEPS}",
-    ]
-    processes.start("ps", [*common, "--job_name=ps", "--task_index=0"])
-    processes.start("worker0", [*common, "--job_name=worker", "--task_index=0"])
-    # Worker 1 starts once the chief has initialised the ps: a non-chief that finds the
-    # model not ready waits 30 s before it looks again.
-    processes.wait_for_line("worker0", r"^Worker 0: session ready", CHIEF_READY_TIMEOUT_S)
-    processes.start("worker1", [*common, "--job_name=worker", "--task_index=1"])
-    print(f"chief ready after {time.monotonic() - start:.0f} s")
-
-    deadline = time.monotonic() + TRAINING_TIMEOUT_S
+    flags = [f"--checkpoint_dir={tmp_path / 'checkpoints'}", f"--train_steps={TRAIN_STEPS}"]
+    logs = processes.run_ps_and_two_workers(
+        script.name, flags, CHIEF_READY_TIMEOUT_S, TRAINING_TIMEOUT_S
+    )
+    print(f"workers done after {time.monotonic() - start:.0f} s")
     accuracies = {}
-    for index in (0, 1):
-        log = processes.wait_for_exit(f"worker{index}", deadline)
+    for index, log in enumerate(logs):
         found = re.search(rf"^Worker {index}: test accuracy ([0-9.]+) after (\d+) steps", log, re.M)
         assert found, log[-3000:]
         assert int(found.group(2)) == TRAIN_STEPS
         accuracies[f"worker{index}"] = float(found.group(1))
-        print(f"worker {index} done after {time.monotonic() - start:.0f} s")
     accuracies["centre"] = _centre_accuracy(tmp_path / "checkpoints")
     print(f"accuracies {accuracies}")
     assert min(accuracies.values()) >= TARGET_ACCURACY, accuracies
