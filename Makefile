@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-tf215 test-contrib bazel-test lint format demo bench bench-quick clean
+.PHONY: venv test test-tf215 test-contrib bazel-test lint format demo bench bench-quick bench-contrib clean
 
 venv: $(STAMP)
 
@@ -79,8 +79,12 @@ demo: $(STAMP)
 
 # The benchmark suite (benchmarks/, BENCHMARKS.md); never part of `make test`. The
 # bytes-on-the-wire section needs root and `ip netns` (a private network namespace); without
-# them it is skipped with a message. `make bench` takes ~35 min and rewrites BENCHMARKS.md and
-# benchmarks/results/; `make bench-quick` is a smoke run under 3 min writing to a temp folder.
+# them it is skipped with a message. The side by side with the original contrib needs
+# .venv-tf115 (`make test-contrib` builds it); without it, it is skipped with a message.
+# `make bench` takes ~40 min and rewrites BENCHMARKS.md and benchmarks/results/;
+# `make bench-quick` is a smoke run under 3 min writing to a temp folder; `make bench-contrib`
+# (~5 min) measures the side by side with contrib alone and merges it into
+# benchmarks/results/results.json and BENCHMARKS.md, keeping the other sections' figures.
 BENCH_STAMP := $(VENV)/.installed-bench
 
 $(BENCH_STAMP): $(STAMP)
@@ -92,6 +96,10 @@ bench: $(BENCH_STAMP)
 
 bench-quick: $(BENCH_STAMP)
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m benchmarks.run --quick
+
+bench-contrib: $(BENCH_STAMP)
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m benchmarks.run --sections=contrib --merge \
+	  --out=benchmarks/results --report=BENCHMARKS.md
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -1,8 +1,9 @@
 """A benchmark cluster: ps and worker processes on loopback, optionally in a network namespace.
 
-`BenchCluster` starts one process per task (`python -m benchmarks.task`), talks to the
-workers over their stdin/stdout, and stops every process it started when it is closed, on
-error too. Every wait has a deadline.
+`BenchCluster` starts one process per task (`python -m benchmarks.task`, or another
+interpreter and module that speak the same protocol: `benchmarks.contrib_task` under
+TensorFlow 1.15's Python), talks to the workers over their stdin/stdout, and stops every
+process it started when it is closed, on error too. Every wait has a deadline.
 
 With `netns=True` (root and `ip netns` needed) the processes run in a private network
 namespace made for this cluster alone, so the loopback counters of that namespace count
@@ -107,16 +108,37 @@ class BenchCluster:
     """`num_ps` parameter servers and `num_workers` workers, each in its own process.
 
     Use as a context manager; leaving it kills every process and deletes the namespace.
+
+    Args:
+        num_ps: parameter server processes.
+        num_workers: worker processes.
+        world: "tf1" or "tf2", passed to each process as `--world`.
+        log_dir: folder of the processes' stderr logs.
+        netns: whether to run the processes in a private network namespace.
+        python: the interpreter of the processes (default: this one).
+        module: the module each process runs (`python -m`).
     """
 
-    def __init__(self, num_ps, num_workers, world, log_dir, netns=False):
+    def __init__(
+        self,
+        num_ps,
+        num_workers,
+        world,
+        log_dir,
+        netns=False,
+        python=sys.executable,
+        module="benchmarks.task",
+    ):
         self.num_ps = num_ps
         self.num_workers = num_workers
         self.world = world
         self.log_dir = pathlib.Path(log_dir)
         self.netns = f"easgd-bench-{uuid.uuid4().hex[:8]}" if netns else None
+        self.python = str(python)
+        self.module = module
         self.processes = []
         self.workers = []
+        self.ready = {}  # Task name ("ps0", "worker1") -> its first answer.
 
     def __enter__(self):
         try:
@@ -145,9 +167,9 @@ class BenchCluster:
             for index in range(count):
                 argv = [
                     *prefix,
-                    sys.executable,
+                    self.python,
                     "-m",
-                    "benchmarks.task",
+                    self.module,
                     f"--role={job}",
                     f"--index={index}",
                     f"--cluster={json.dumps(cluster)}",
@@ -159,7 +181,7 @@ class BenchCluster:
                 if job == "worker":
                     self.workers.append(process)
         for process in self.processes:
-            process.receive(START_TIMEOUT_SECS)
+            self.ready[process.name] = process.receive(START_TIMEOUT_SECS)
 
     def call(self, worker, command, timeout_secs, **arguments):
         """Sends `command` to worker `worker` and returns its answer."""
@@ -172,6 +194,15 @@ class BenchCluster:
         for worker in workers:
             self.workers[worker].send({"cmd": command, **arguments})
         return [self.workers[w].receive(timeout_secs) for w in workers]
+
+    def cpu_seconds(self):
+        """CPU time (user + system) the cluster's processes have used so far (Linux)."""
+        ticks = 0
+        for process in self.processes:
+            stat = pathlib.Path(f"/proc/{process.process.pid}/stat").read_text()
+            fields = stat.rsplit(")", 1)[1].split()  # After "pid (comm)": state is field 3.
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15.
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def close(self):
         """Kills every process started and deletes the namespace."""

@@ -61,6 +61,7 @@ class Built:
         sync_optimizer: the `SyncReplicasOptimizer` of `sync`, else None.
         easgd_optimizer: the `ElasticAverageOptimizer` of EASGD configurations, else None.
         share_devices: whether the worker's session shares the cluster's devices.
+        loss: the model's loss on the step's batch (without an elastic penalty).
     """
 
     graph: tf.Graph
@@ -71,6 +72,7 @@ class Built:
     sync_optimizer: object = None
     easgd_optimizer: object = None
     share_devices: bool = True
+    loss: tf.Tensor = None
 
 
 def build(
@@ -101,12 +103,13 @@ def build(
         if config == "local":
             with tf.compat.v1.device(worker_device):
                 params = models.make_params(spec)
-                train_op = sgd.minimize(models.loss(spec, params, images, labels))
+                loss = models.loss(spec, params, images, labels)
+                train_op = sgd.minimize(loss)
             own_init = [
                 tf.compat.v1.global_variables_initializer(),
                 tf.compat.v1.local_variables_initializer(),
             ]
-            return Built(graph, train_op, own_init, own_init, params)
+            return Built(graph, train_op, own_init, own_init, params, loss=loss)
         setter = tf.compat.v1.train.replica_device_setter(
             worker_device=worker_device, cluster=cluster_spec
         )
@@ -127,7 +130,7 @@ def build(
             if sync is not None:
                 chief_init += [sync.chief_init_op, sync.get_init_tokens_op()]
                 worker_init += [sync.local_step_init_op]
-            return Built(graph, train_op, chief_init, worker_init, params, sync)
+            return Built(graph, train_op, chief_init, worker_init, params, sync, loss=loss)
 
         variant, period, moving_rate, remote_call = _EASGD.match(config).groups()
         getter = ElasticAverageCustomGetter(worker_device)
@@ -146,10 +149,11 @@ def build(
                 moving_rate=float(moving_rate) if moving_rate else None,
                 rho=0.0,
             )
-            train_op = opt.minimize(
-                models.loss(spec, params, images, labels), global_step=global_step
-            )
+            loss = models.loss(spec, params, images, labels)
+            train_op = opt.minimize(loss, global_step=global_step)
             worker_init = [tf.compat.v1.local_variables_initializer(), opt.get_init_op(task_index)]
             chief_init = [tf.compat.v1.global_variables_initializer(), *worker_init]
         centres = {name: getter.find(v).global_center for name, v in params.items()}
-        return Built(graph, train_op, chief_init, worker_init, centres, None, opt, not remote_call)
+        return Built(
+            graph, train_op, chief_init, worker_init, centres, None, opt, not remote_call, loss
+        )

@@ -7,7 +7,6 @@ set of variables.
 
 import math
 
-import numpy as np
 import tensorflow as tf
 
 from benchmarks.specs import (  # noqa: F401 - re-exported: models.COMM_MLP etc.
@@ -18,6 +17,7 @@ from benchmarks.specs import (  # noqa: F401 - re-exported: models.COMM_MLP etc.
     OVERHEAD,
     TINY_MLP,
     ModelSpec,
+    synthetic_batch,
 )
 
 
@@ -64,11 +64,3 @@ def loss(spec, params, images, labels):
             labels=labels, logits=logits(spec, params, images)
         )
     )
-
-
-def synthetic_batch(spec, seed=0):
-    """A fixed random batch for throughput runs: (images, labels) as numpy arrays."""
-    rng = np.random.default_rng(seed)
-    images = rng.random((spec.batch_size, *spec.input_shape), dtype=np.float32)
-    labels = rng.integers(0, spec.num_classes, spec.batch_size).astype(np.int32)
-    return images, labels

@@ -326,19 +326,175 @@ def _met(flag):
     return "skipped" if flag is None else "**met**" if flag else "**not met**"
 
 
+#: The contrib section's rows: (side, configuration, its local-only reference).
+CONTRIB_ROWS = (
+    ("contrib", "local", "local"),
+    ("contrib", "contrib-easgd-10", "local"),
+    ("package", "local", "local"),
+    ("package", "easgd-10", "local"),
+)
+
+
+def contrib_ratio_of_ratios(section):
+    """(easgd-10 / local of the package) / (contrib-easgd-10 / local of contrib).
+
+    Returns:
+        (ratio of the medians' ratios, median over rounds of the rounds' ratios), or None
+        when a configuration is missing.
+    """
+    runs = section["runs"]
+    try:
+        ours, our_local = runs["package"]["easgd-10"], runs["package"]["local"]
+        theirs, their_local = runs["contrib"]["contrib-easgd-10"], runs["contrib"]["local"]
+    except KeyError:
+        return None
+    medians = [statistics.median(per_round(r)) for r in (ours, our_local, theirs, their_local)]
+    of_medians = (medians[0] / medians[1]) / (medians[2] / medians[3])
+    rounds = zip(
+        per_round(ours),
+        per_round(our_local),
+        per_round(theirs),
+        per_round(their_local),
+        strict=True,
+    )
+    in_round = statistics.median((a / b) / (c / d) for a, b, c, d in rounds)
+    return of_medians, in_round
+
+
+def contrib_table(section):
+    versions = section["versions"]
+    lines = [
+        "| TensorFlow | configuration | steps/s per worker (median) | min | max "
+        "| x local-only (same TensorFlow) | x local-only, per round "
+        "| ms per local step over local-only |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for side, config, reference in CONTRIB_ROWS:
+        by_config = section["runs"].get(side, {})
+        if config not in by_config:
+            continue
+        median, low, high = summarize_throughput(by_config)[config]
+        base = summarize_throughput(by_config)[reference][0]
+        in_round = per_round_ratio(by_config, config, reference)
+        extra_ms = (1 / median - 1 / base) * 1e3
+        lines.append(
+            f"| {versions[side]['tensorflow']} ({side}) | {config} | {median:.1f} | {low:.1f} "
+            f"| {high:.1f} | {_ratio(median, base)} | {in_round:.2f} | {extra_ms:+.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def _revision_text(revision, limit=6):
+    """ "commit X", and the files of the benchmarked code that differed from it, if any."""
+    text = f"commit {revision['commit']}"
+    changed = revision.get("changed") or []
+    if changed:
+        shown = ", ".join(f"`{name}`" for name in changed[:limit])
+        more = f" and {len(changed) - limit} more" if len(changed) > limit else ""
+        text += f" with uncommitted changes to {shown}{more}"
+    return text
+
+
+def _separate_run(results, section):
+    """Whether a section's own "run" is not the run of the report's header."""
+    run = section.get("run", {})
+    return (run.get("command"), run.get("date")) != (results["command"], results["date"])
+
+
+def contrib_part(results):
+    """The contrib section's lines, within section 1."""
+    section = results["contrib"]
+    run = section["run"]
+    out = ["### Side by side with contrib on TensorFlow 1.15", ""]
+    if "skipped" in section:
+        return [*out, f"Skipped: {section['skipped']}.", ""]
+    versions = section["versions"]
+    theirs = f"{versions['contrib']['tensorflow']} (Python {versions['contrib']['python']})"
+    ours = f"{versions['package']['tensorflow']} (Python {versions['package']['python']})"
+    load = "; after: ".join(
+        ", ".join(f"{x:.2f}" for x in run[key]) for key in ("load_before", "load_after")
+    )
+    where = (
+        "a run of its own, not the run of the header"
+        if _separate_run(results, section)
+        else "the run of the header"
+    )
+    out += [
+        _STATIC_CONTRIB,
+        "",
+        f"Measured in {where}: `{run['command']}` at {_revision_text(run['revision'])}; "
+        f"{run['date']}, {run['duration_secs'] / 60:.1f} min"
+        + (" (quick smoke run)" if run.get("quick") else "")
+        + f"; load average (1, 5, 15 min) before: {load}. TensorFlow {theirs} with "
+        f"`tf.contrib` against TensorFlow {ours}.",
+        "",
+    ]
+    prints = section["fingerprints"]
+    first = prints["contrib"]["local"][0]
+    losses = {
+        side: sorted({f"{p['loss']:.6f}" for by in prints[side].values() for p in by[:1]})
+        for side in ("contrib", "package")
+    }
+    idle = section.get("idle_cpu_per_sec")
+    if idle is not None:
+        out += [
+            f"The waiting cluster's processes used {idle * 1e3:.1f} ms of CPU per second of "
+            "the other's windows (warm-up and measured window).",
+            "",
+        ]
+    out += [
+        f"The same start on both sides, checked before the window of every build: each "
+        f"worker's {first['variables']} variables (names, shapes, initial values) and its batch "
+        f"had the same SHA-256 digests under both TensorFlows (worker 0: parameters "
+        f"`{first['params'][:12]}`, batch `{first['batch'][:12]}`), and worker 0's loss on it "
+        f"was {' / '.join(losses['contrib'])} under {versions['contrib']['tensorflow']} and "
+        f"{' / '.join(losses['package'])} under {versions['package']['tensorflow']}.",
+        "",
+    ]
+    rounds = len(next(iter(section["runs"]["contrib"].values())))
+    out += [
+        f"**{section['model']}** ({results['models'][section['model']]['params']:,} "
+        f"parameters, batch {results['models'][section['model']]['batch']}), TF1 mode (ref "
+        f"variables) on both sides, {rounds} interleaved rounds:",
+        "",
+        contrib_table(section),
+        "",
+    ]
+    ratios = contrib_ratio_of_ratios(section)
+    if ratios:
+        out += [
+            f"Ratio of ratios, (`easgd-10` / `local`, TensorFlow "
+            f"{versions['package']['tensorflow']}) / (`contrib-easgd-10` / `local`, TensorFlow "
+            f"{versions['contrib']['tensorflow']}): **{ratios[0]:.2f}** (ratio of the medians' "
+            f"ratios); {ratios[1]:.2f} (median of the rounds' ratios of ratios).",
+            "",
+        ]
+    return out
+
+
 def render(results, plots):
     """The Markdown report."""
     machine = results["machine"]
     load_before = ", ".join(f"{x:.2f}" for x in results["load_before"])
     load_after = ", ".join(f"{x:.2f}" for x in results.get("load_after", []))
+    separate = "contrib" in results and _separate_run(results, results["contrib"])
     out = [
         "# Benchmarks",
         "",
         "Generated by `benchmarks/run.py` (`make bench`); re-render from saved results with "
         "`python -m benchmarks.report RESULTS_JSON REPORT_MD`. Every number below comes from "
-        "the one run described here.",
+        "the one run described here"
+        + (
+            ", except those of section 1's side by side with contrib, which names its own run."
+            if separate
+            else "."
+        ),
         "",
         f"- Command: `{results['command']}`" + (" (quick smoke run)" if results["quick"] else ""),
+    ]
+    if "revision" in results:
+        out.append(f"- Code: {_revision_text(results['revision'])}")
+    out += [
         f"- Date: {results['date']}; duration {results.get('duration_secs', 0) / 60:.0f} min",
         f"- Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory']}; "
         f"{machine['os']}; Python {machine['python']}, TensorFlow {machine['tensorflow']}",
@@ -400,6 +556,10 @@ def render(results, plots):
             ]
         if "throughput" in plots:
             out += [f"![throughput]({plots['throughput']})", ""]
+    if "contrib" in results:
+        if "throughput" not in results:
+            out += ["", "## 1. Worker throughput", ""]
+        out += contrib_part(results)
     out += ["## 2. Bytes on the wire per local step", ""]
     if "bytes" in results:
         model = next(iter(results["throughput"])) if "throughput" in results else "mlp-2.9M"
@@ -439,17 +599,20 @@ def render(results, plots):
     return "\n".join(out) + "\n"
 
 
-def write(results, out, report_path):
-    """Writes the plots into `out` and the report to `report_path`."""
+def write(results, out, report_path, replot=True):
+    """Writes the plots into `out` and the report to `report_path`.
+
+    With `replot=False`, a plot already in `out` is kept as it is (its figures have not
+    changed: run.py --merge).
+    """
     out = pathlib.Path(out)
     report_path = pathlib.Path(report_path)
     plots = {}
-    if "throughput" in results:
-        plot_throughput(results, out / "throughput.png")
-        plots["throughput"] = _relative(out / "throughput.png", report_path.parent)
-    if "accuracy" in results:
-        plot_accuracy(results, out / "accuracy.png")
-        plots["accuracy"] = _relative(out / "accuracy.png", report_path.parent)
+    for name, plot in (("throughput", plot_throughput), ("accuracy", plot_accuracy)):
+        if name in results:
+            if replot or not (out / f"{name}.png").is_file():
+                plot(results, out / f"{name}.png")
+            plots[name] = _relative(out / f"{name}.png", report_path.parent)
     report_path.write_text(render(results, plots))
 
 
@@ -474,7 +637,7 @@ exchange that makes the same calls and moves the same bytes but does no arithmet
 stores the worker's values, the worker stores the centres as its local centres:
 `benchmarks/copy_only.py`), so no exchange of EASGD's traffic can cost less on this runtime;
 it does not train. Every worker process serves its own
-session (`tf.compat.v1.Session(server.target)`, device filters as in API.md, and
+session (`tf.compat.v1.Session(server.target)`, device filters as in README fix 10, and
 `share_cluster_devices_in_session=True` except in `easgd-P-remotecall`), as TF1 scripts do;
 EASGD workers then run `choose_exchange_transport`, as the optimizer's hook does."""
 
@@ -483,6 +646,34 @@ Each round runs every configuration once (forward order on even rounds, backward
 ones), with all workers starting a fixed window together after a warm-up; a round's value
 is the mean over the workers of their steps/s. Inputs are a fixed batch held on the worker,
 so the only traffic is the algorithm's."""
+
+_STATIC_CONTRIB = """\
+The original `tf.contrib.opt.ElasticAverageOptimizer` runs on TensorFlow 1.15 only (the last
+release with `tf.contrib`, on Python 3.7), in `.venv-tf115` (`make test-contrib` makes it),
+so it runs in a cluster of its own: again 1 ps + 2 workers, separate processes on loopback
+ports (in a network namespace of their own when the run has one), driven by the same harness
+(`benchmarks/contrib_task.py` answers `run.py` as `benchmarks/task.py` does: the same
+warm-up, the same common window, the same session `ConfigProto`). Its model is rebuilt
+from the same spec by `benchmarks/models_py37.py` (Python 3.7 code: `models.py` is not),
+with the same variables, initialisers and forward pass; its batches are the arrays of
+`specs.synthetic_batch`, handed over in a file. Both clusters stay up for the whole
+section, and each round runs the four configurations one after the other (forward order on
+even rounds, backward on odd ones) while the other cluster waits idle (its CPU time during
+the other's windows is measured, below).
+`local` = the same model, each worker training alone (the ceiling of that build);
+`contrib-easgd-10` = contrib's `ElasticAverageOptimizer(GradientDescentOptimizer)` with
+period 10, the default moving rate and `rho=0`, built as `easgd-10` is (the getter inside a
+`replica_device_setter`); `easgd-10` = this package's, as above. TensorFlow 1.15.5's wheel
+and TensorFlow 2.x's are different builds (compiler flags, Eigen, oneDNN; on this machine
+1.15.5 logs at start-up that it was not compiled for the CPU's AVX2, AVX512F and FMA), so
+steps/s are not comparable across versions: each is compared with its own `local`. A
+ratio still depends on how fast that build computes (the slower its steps, the less an
+exchange of the same bytes weighs); the last column, the time a local step takes beyond
+`local`'s (1 / steps/s, of the medians), depends on it much less (only the exchange's own
+kernels and copies run on that build). Contrib's exchange is a `tf.cond` whose branch has
+ops on the ps, as `naive-easgd-P`'s, and with `rho=0` it still computes its elastic
+penalty (times zero) and its gradient on every step; this package leaves the penalty out
+when rho is 0."""
 
 _STATIC_BYTES = """\
 Counted as the transmit bytes of the loopback interface of the private network namespace
@@ -563,9 +754,9 @@ variable: collections and checkpoints stay contrib's):
   function runtime runs the ps part on the ps and moves the tensors with Send/Recv, TF's
   RecvTensor path that a ps partition uses, close to zero-copy. It needs the worker's
   session to know the ps devices, `share_cluster_devices_in_session=True`; the
-  optimizer's hook probes for that after each
-  session creation (a direct call that asks each ps task whether its centres are
-  initialised) and keeps `RemoteCall` when the probe fails or finds no centre.
+  optimizer's hook reads that option from the session's `ConfigProto` after each
+  session creation and, when it is set, confirms with a probe (a direct call that asks
+  each ps task whether its centres are initialised); it keeps `RemoteCall` otherwise.
 
 Known costs and limits:
 

@@ -1,7 +1,8 @@
 """Runs the benchmark suite and writes BENCHMARKS.md, results.json and the PNG plots.
 
-    python -m benchmarks.run                # make bench: the full suite (~35 minutes)
+    python -m benchmarks.run                # make bench: the full suite (~40 minutes)
     python -m benchmarks.run --quick        # make bench-quick: a smoke run under 3 minutes
+    python -m benchmarks.run --sections=contrib --merge   # make bench-contrib (~5 minutes)
 
 Sections (see BENCHMARKS.md for what each measures and why):
 
@@ -10,11 +11,17 @@ Sections (see BENCHMARKS.md for what each measures and why):
 2. bytes: loopback bytes per local step of one worker, in a private network namespace.
 3. accuracy: wall time until the shared model reaches a test accuracy on the digits.
 4. overhead: per-step time of the wrapped optimizer alone vs inside EASGD, fresh processes.
+contrib (shown in section 1): the throughput of section 1 side by side with the original
+   `tf.contrib.opt.ElasticAverageOptimizer` on TensorFlow 1.15 (`.venv-tf115`, made by
+   `make test-contrib`), as ratios within each TensorFlow version; skipped without it.
+   With --merge, the other sections of OUT/results.json are kept (the report says which
+   run measured what).
 
 Everything a section starts, it stops: processes are killed and namespaces deleted when
 the section ends, also on error or Ctrl-C.
 """
 
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -22,10 +29,12 @@ import pathlib
 import platform
 import shlex
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 
+import numpy as np
 from absl import app, flags
 
 from benchmarks import report
@@ -40,10 +49,26 @@ flags.DEFINE_string(
     "temporary folder with --quick).",
 )
 flags.DEFINE_string("report", None, "Markdown report to write (default: OUT/BENCHMARKS.md).")
-flags.DEFINE_list("sections", ["throughput", "bytes", "accuracy", "overhead"], "Sections to run.")
+SECTIONS = ("throughput", "bytes", "accuracy", "overhead", "contrib")
+flags.DEFINE_list("sections", list(SECTIONS), f"Sections to run, of {', '.join(SECTIONS)}.")
+flags.register_validator(
+    "sections", lambda names: set(names) <= set(SECTIONS), f"Sections are {', '.join(SECTIONS)}."
+)
 flags.DEFINE_integer("workers", 2, "Workers of the throughput and accuracy clusters.")
 flags.DEFINE_integer("rounds", None, "Throughput rounds (default: 5, or 1 with --quick).")
 flags.DEFINE_bool("tf2", None, "Also measure in TF 2 graph mode (default: not with --quick).")
+flags.DEFINE_string(
+    "contrib_python",
+    None,
+    "Python of TensorFlow 1.15 with tf.contrib, for the contrib section (default: "
+    ".venv-tf115/bin/python of the checkout, which `make test-contrib` builds).",
+)
+flags.DEFINE_bool(
+    "merge",
+    False,
+    "With --sections=contrib: keep the other sections of OUT/results.json, a saved run, "
+    "and re-render the report with them.",
+)
 FLAGS = flags.FLAGS
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -77,6 +102,18 @@ ACCURACY_LEARNING_RATE = 0.05
 CALL_TIMEOUT_SECS = 300.0
 #: Fresh processes the overhead section measures in, per world (blocks pooled).
 OVERHEAD_PROCESSES = 3
+#: The contrib section's (side, configuration) pairs, in a round's order: the "contrib" side
+#: is a cluster of contrib_task.py under TensorFlow 1.15's Python, the "package" side one of
+#: task.py under this Python's TensorFlow, in TF1 mode (ref variables, as contrib's).
+CONTRIB_RUNS = (
+    ("contrib", "local"),
+    ("contrib", "contrib-easgd-10"),
+    ("package", "local"),
+    ("package", "easgd-10"),
+)
+CONTRIB_ROUNDS = 5
+#: The two builds' losses on the same values may differ in their last bits (other kernels).
+CONTRIB_LOSS_RTOL = 1e-4
 
 
 def throughput(cluster, model, configs, rounds, seconds, warm_secs, log):
@@ -92,14 +129,106 @@ def throughput(cluster, model, configs, rounds, seconds, warm_secs, log):
         order = configs if round_index % 2 == 0 else tuple(reversed(configs))
         for config in order:
             container = _build(cluster, config, model, workers)
-            answers = cluster.call_all(
-                workers, "run", CALL_TIMEOUT_SECS, start_at=wall_time_in(warm_secs), seconds=seconds
-            )
+            rates = _timed_window(cluster, workers, seconds, warm_secs)
             _release(cluster, workers, container)
-            rates = [answer["steps_per_sec"] for answer in answers]
             results[config].append({"round": round_index, "per_worker": rates})
             log(f"  {model} {config:>15} round {round_index}: {_fmt(rates)} steps/s")
     return results
+
+
+def _timed_window(cluster, workers, seconds, warm_secs):
+    """Steps/s of each of `workers` over a window of `seconds` they start together."""
+    answers = cluster.call_all(
+        workers, "run", CALL_TIMEOUT_SECS, start_at=wall_time_in(warm_secs), seconds=seconds
+    )
+    return [answer["steps_per_sec"] for answer in answers]
+
+
+def contrib_unavailable_reason(python):
+    """Why TensorFlow 1.15 with contrib cannot run from `python`, or None if it can."""
+    if not (python.is_file() and os.access(python, os.X_OK)):
+        return (
+            f"{python} not found: `make test-contrib` builds .venv-tf115 (TensorFlow 1.15.5 "
+            "with tf.contrib; it needs a Python 3.7)"
+        )
+    return None
+
+
+def contrib_side_by_side(clusters, spec, rounds, seconds, warm_secs, batch_dir, log):
+    """Throughput of `CONTRIB_RUNS`, interleaved as `throughput` does, on two clusters.
+
+    Both clusters stay up for the whole section; a configuration runs on its side's cluster
+    while the other cluster's processes wait idle (the CPU time they take meanwhile is
+    measured). Before the window of every build, each
+    worker's fingerprint (models_py37.fingerprint) is compared with the first of its index:
+    the two TensorFlow versions must train the same model from the same values on the same
+    batch.
+
+    Args:
+        clusters: {"contrib": BenchCluster of contrib_task.py, "package": of task.py}.
+        spec: the `specs.ModelSpec` measured.
+        rounds: interleaved rounds.
+        seconds: the measured window.
+        warm_secs: the warm-up before it.
+        batch_dir: folder for the workers' batches (contrib_task.py reads them there).
+        log: progress logger.
+
+    Returns:
+        {"runs": {side: {config: [{"round", "per_worker"}]}}, "fingerprints": {side:
+        {config: the first build's fingerprint of each worker}}, "idle_cpu_per_sec": CPU
+        seconds the waiting cluster used per second of the other's windows}.
+    """
+    workers = list(range(clusters["package"].num_workers))
+    for index in workers:
+        _save_batch(batch_dir / f"{spec.name}-worker{index}.npz", spec, index)
+    extra = {
+        "contrib": {"spec": spec.as_json(), "batch_dir": str(batch_dir)},
+        "package": {},
+    }
+    runs = {side: {} for side, _ in CONTRIB_RUNS}
+    fingerprints = {side: {} for side, _ in CONTRIB_RUNS}
+    reference = None
+    idle_cpu = window_secs = 0.0
+    for round_index in range(rounds):
+        order = CONTRIB_RUNS if round_index % 2 == 0 else tuple(reversed(CONTRIB_RUNS))
+        for side, config in order:
+            cluster = clusters[side]
+            (idle,) = (other for name, other in clusters.items() if name != side)
+            container = _build(cluster, config, spec.name, workers, **extra[side])
+            prints = cluster.call_all(workers, "fingerprint", CALL_TIMEOUT_SECS)
+            reference = reference or prints
+            _check_fingerprints(prints, reference, f"{side} {config}")
+            fingerprints[side].setdefault(config, prints)
+            idle_before, started = idle.cpu_seconds(), time.monotonic()
+            rates = _timed_window(cluster, workers, seconds, warm_secs)
+            idle_cpu += idle.cpu_seconds() - idle_before
+            window_secs += time.monotonic() - started
+            _release(cluster, workers, container)
+            runs[side].setdefault(config, []).append({"round": round_index, "per_worker": rates})
+            log(f"  {side:>7} {config:>16} round {round_index}: {_fmt(rates)} steps/s")
+    return {
+        "runs": runs,
+        "fingerprints": fingerprints,
+        "idle_cpu_per_sec": idle_cpu / window_secs,
+    }
+
+
+def _save_batch(path, spec, index):
+    """Writes worker `index`'s batch of `spec`, as task.py draws it, for models_py37.py."""
+    images, labels = models.synthetic_batch(spec, seed=index)
+    np.savez(path, images=images, labels=labels)  # .npy format 1.0: numpy 1.18 reads it.
+
+
+def _check_fingerprints(prints, reference, what):
+    """Raises unless each worker's digests equal the reference's and its loss is close."""
+    for index, (mine, first) in enumerate(zip(prints, reference, strict=True)):
+        same = all(mine[key] == first[key] for key in ("params", "batch", "variables"))
+        close = abs(mine["loss"] - first["loss"]) <= CONTRIB_LOSS_RTOL * abs(first["loss"])
+        if not (same and close):
+            raise RuntimeError(
+                f"{what}, worker {index}: not the model, values or batch of the first build: "
+                f"{mine} vs {first}"
+            )
 
 
 def wire_bytes(cluster, model, configs, steps, warm_steps, log):
@@ -202,8 +331,12 @@ def per_step_overhead(world, model_names, processes, blocks, block_secs, log_dir
 _container_counter = iter(range(1_000_000))
 
 
-def _build(cluster, config, model, workers, learning_rate=0.01):
-    """Builds `config` on `workers`: worker 0 first (it initialises), then the others."""
+def _build(cluster, config, model, workers, learning_rate=0.01, **extra):
+    """Builds `config` on `workers`: worker 0 first (it initialises), then the others.
+
+    `extra` goes to the workers' build command too; contrib_task.py takes the model's spec
+    and the folder of its batches instead of the model's name.
+    """
     container = f"b{os.getpid()}x{next(_container_counter)}"
     arguments = {
         "config": config,
@@ -211,7 +344,10 @@ def _build(cluster, config, model, workers, learning_rate=0.01):
         "num_workers": len(workers),
         "container": container,
         "learning_rate": learning_rate,
+        **extra,
     }
+    if "spec" in extra:
+        del arguments["model"]
     answers = [cluster.call(workers[0], "build", CALL_TIMEOUT_SECS, **arguments)]
     if len(workers) > 1:
         answers += cluster.call_all(workers[1:], "build", CALL_TIMEOUT_SECS, **arguments)
@@ -238,6 +374,108 @@ def _release(cluster, workers, container):
 
 def _fmt(values):
     return " ".join(f"{v:6.1f}" for v in values)
+
+
+def contrib_section(results, rounds, seconds, warm_secs, netns, log_dir, log):
+    """The contrib section: its own provenance, and `contrib_side_by_side`'s figures.
+
+    Args:
+        results: this run's results so far (command, revision, machine).
+        rounds: interleaved rounds.
+        seconds: the measured window.
+        warm_secs: the warm-up before it.
+        netns: whether each cluster gets a private network namespace.
+        log_dir: folder of the processes' logs.
+        log: progress logger.
+
+    Returns:
+        A dict: "run" (command, revision, date, load averages, duration: the section may
+        be merged into the results of another run), and either "skipped" (why) or the
+        figures ("runs", "fingerprints"), the versions of each side and the set-up.
+    """
+    started = time.time()
+    section = {
+        "run": {
+            "command": results["command"],
+            "revision": results["revision"],
+            "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+            "quick": results["quick"],
+            "load_before": os.getloadavg(),
+        }
+    }
+    python = pathlib.Path(FLAGS.contrib_python or ROOT / ".venv-tf115" / "bin" / "python")
+    reason = contrib_unavailable_reason(python)
+    if reason:
+        log(f"contrib: SKIPPED, {reason}")
+        section["skipped"] = reason
+        return section
+    spec = models.COMM_MLP
+    log(f"contrib: {spec.name}, TensorFlow 1.15 with contrib ({python}) and this TensorFlow")
+    with (
+        BenchCluster(
+            1,
+            FLAGS.workers,
+            "tf1",
+            log_dir / "contrib-tf115",
+            netns=netns,
+            python=python,
+            module="benchmarks.contrib_task",
+        ) as theirs,
+        BenchCluster(1, FLAGS.workers, "tf1", log_dir / "contrib-package", netns=netns) as ours,
+    ):
+        versions = {key: theirs.ready["worker0"][key] for key in ("tensorflow", "python")}
+        log(
+            f"clusters up: 1 ps + {FLAGS.workers} workers each, TensorFlow "
+            f"{versions['tensorflow']} (Python {versions['python']}) and "
+            f"{results['machine']['tensorflow']} (tf1), netns {theirs.netns}, {ours.netns}"
+        )
+        measured = contrib_side_by_side(
+            {"contrib": theirs, "package": ours}, spec, rounds, seconds, warm_secs, log_dir, log
+        )
+    section.update(measured)
+    section.update(
+        {
+            "model": spec.name,
+            "versions": {
+                "contrib": versions,
+                "package": {
+                    "tensorflow": results["machine"]["tensorflow"],
+                    "python": results["machine"]["python"],
+                },
+            },
+            "rounds": rounds,
+            "seconds": seconds,
+            "warm_secs": warm_secs,
+        }
+    )
+    section["run"]["load_after"] = os.getloadavg()
+    section["run"]["duration_secs"] = time.time() - started
+    log(f"contrib: done in {section['run']['duration_secs']:.0f} s")
+    return section
+
+
+def source_revision():
+    """The checkout's commit, and the files of the benchmarked code that differ from it."""
+    try:
+        head = _git("rev-parse", "--short", "HEAD").strip()
+        status = _git(
+            "status",
+            "--porcelain",
+            "--",
+            "benchmarks",
+            ":!benchmarks/results",
+            "tf_contrib_easgd",
+            "setup.py",
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": "unknown", "changed": []}
+    return {"commit": head, "changed": sorted(line[3:] for line in status.splitlines())}
+
+
+def _git(*arguments):
+    return subprocess.run(
+        ["git", *arguments], cwd=ROOT, capture_output=True, text=True, check=True, timeout=30
+    ).stdout
 
 
 def machine():
@@ -287,11 +525,15 @@ def main(argv):
         print(line, flush=True)
         log_lines.append(line)
 
+    sections = set(FLAGS.sections)
+    if FLAGS.merge and sections != {"contrib"}:
+        raise app.UsageError("--merge takes --sections=contrib only")
     netns_reason = netns_unavailable_reason()
     results = {
         "command": " ".join(
             shlex.quote(a) for a in ["python", "-m", "benchmarks.run", *sys.argv[1:]]
         ),
+        "revision": source_revision(),
         "quick": quick,
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "machine": machine(),
@@ -306,12 +548,21 @@ def main(argv):
         "accuracy_target": ACCURACY_TARGET,
     }
     log(f"load average {results['load_before']}; netns: {netns_reason or 'yes'}")
-    sections = set(FLAGS.sections)
+    saved = None
+    if FLAGS.merge:
+        saved = json.loads((out / "results.json").read_text())
+        log(f"merging into {out / 'results.json'} (run of {saved['date']})")
     configs = QUICK_CONFIGS if quick else FULL_CONFIGS
     logs = pathlib.Path(tempfile.mkdtemp(prefix="easgd-bench-logs-"))
     log(f"process logs: {logs}")
-    with BenchCluster(1, FLAGS.workers, "tf1", logs / "tf1", netns=netns_reason is None) as cl:
-        log(f"cluster up: 1 ps + {FLAGS.workers} workers (tf1), netns {cl.netns}")
+    tf1_cluster = (
+        BenchCluster(1, FLAGS.workers, "tf1", logs / "tf1", netns=netns_reason is None)
+        if sections & {"throughput", "bytes", "accuracy"}
+        else contextlib.nullcontext()
+    )
+    with tf1_cluster as cl:
+        if cl is not None:
+            log(f"cluster up: 1 ps + {FLAGS.workers} workers (tf1), netns {cl.netns}")
         if "throughput" in sections:
             results["throughput"] = {}
             model_list = [models.COMM_MLP] if quick else [models.COMM_MLP, models.COMPUTE_CNN]
@@ -365,6 +616,16 @@ def main(argv):
                     log=log,
                 )
             }
+    if "contrib" in sections:
+        results["contrib"] = contrib_section(
+            results,
+            rounds=FLAGS.rounds or (1 if quick else CONTRIB_ROUNDS),
+            seconds=3.0 if quick else 8.0,
+            warm_secs=1.5 if quick else 3.0,
+            netns=netns_reason is None,
+            log_dir=logs,
+            log=log,
+        )
     if "overhead" in sections:
         for world in ("tf1", "tf2") if with_tf2 else ("tf1",):
             log(f"overhead: no cluster, fresh processes ({world})")
@@ -378,11 +639,15 @@ def main(argv):
                 log=log,
             )
     results["load_after"] = os.getloadavg()
-    results["duration_secs"] = time.time() - started
+    results["duration_secs"] = duration = time.time() - started
+    if saved is not None:
+        saved["contrib"] = results["contrib"]
+        results = saved
     (out / "results.json").write_text(json.dumps(results, indent=1))
-    (out / "run.log").write_text("\n".join(log_lines) + "\n")
-    report.write(results, out, report_path)
-    log(f"done in {results['duration_secs']:.0f} s: {report_path}, {out}/results.json, plots")
+    log_name = "run-contrib.log" if saved is not None else "run.log"
+    (out / log_name).write_text("\n".join(log_lines) + "\n")
+    report.write(results, out, report_path, replot=saved is None)
+    log(f"done in {duration:.0f} s: {report_path}, {out}/results.json, plots")
 
 
 if __name__ == "__main__":

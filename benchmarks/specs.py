@@ -1,7 +1,10 @@
-"""The benchmark models' shapes, without TensorFlow (the driver of `run.py` imports this)."""
+"""The benchmark models' shapes and batches, without TensorFlow (the driver of `run.py` imports
+this)."""
 
 import dataclasses
 import math
+
+import numpy as np
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +48,21 @@ class ModelSpec:
     def num_params(self):
         """Number of trainable scalars."""
         return sum(math.prod(shape) for shape in self.shapes().values())
+
+    def as_json(self):
+        """The spec with its variables in creation order, for models_py37.py (TF 1.15)."""
+        return {
+            **dataclasses.asdict(self),
+            "shapes": [[name, list(shape)] for name, shape in self.shapes().items()],
+        }
+
+
+def synthetic_batch(spec, seed=0):
+    """A fixed random batch for throughput runs: (images, labels) as numpy arrays."""
+    rng = np.random.default_rng(seed)
+    images = rng.random((spec.batch_size, *spec.input_shape), dtype=np.float32)
+    labels = rng.integers(0, spec.num_classes, spec.batch_size).astype(np.int32)
+    return images, labels
 
 
 #: Communication-heavy: 2.9 M parameters, little compute per parameter (784-1024x3-10 MLP).

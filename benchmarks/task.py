@@ -21,6 +21,7 @@ from absl import app, flags  # noqa: E402
 
 from benchmarks import accuracy, graphs, models, overhead  # noqa: E402
 from benchmarks.cluster import REPLY_PREFIX  # noqa: E402
+from benchmarks.models_py37 import fingerprint  # noqa: E402
 
 flags.DEFINE_enum("role", "worker", ["ps", "worker"], "Task kind.")
 flags.DEFINE_integer("index", 0, "Task index within its job.")
@@ -56,6 +57,7 @@ class Worker:
         )
         self.built = None
         self.accuracy = None
+        self.batch = None
         self.session = None
         self.coordinator = None
         self.threads = []
@@ -75,7 +77,7 @@ class Worker:
             )
         else:
             spec = models.MODELS[model]
-            images, labels = models.synthetic_batch(spec, seed=self.index)
+            images, labels = self.batch = models.synthetic_batch(spec, seed=self.index)
             self.built = graphs.build(
                 config,
                 spec,
@@ -132,6 +134,16 @@ class Worker:
             steps += 1
         return {"warm_steps": warm, "steps": steps, "steps_per_sec": steps / seconds}
 
+    def fingerprint(self):
+        """Digests of the worker's parameters and batch, and its loss, before any step.
+
+        The side-by-side with contrib (run.py) compares these with TensorFlow 1.15's
+        (contrib_task.py): the same model, the same values, the same batch.
+        """
+        with self.built.graph.as_default():
+            variables = tf.compat.v1.trainable_variables()
+        return fingerprint(self.session, variables, self.built.loss, *self.batch)
+
     def count_bytes(self, warm_steps, steps):
         """Runs `warm_steps`, then `steps` local steps; returns the loopback bytes of those."""
         for _ in range(warm_steps):
@@ -165,7 +177,7 @@ class Worker:
             self.session.close()
         if self.coordinator is not None:
             self.coordinator.join(self.threads, stop_grace_period_secs=5, ignore_live_threads=True)
-        self.session = self.coordinator = self.built = self.accuracy = None
+        self.session = self.coordinator = self.built = self.accuracy = self.batch = None
         self.threads = []
         return {}
 
