@@ -25,8 +25,9 @@ import threading
 import time
 import uuid
 
+from benchmarks.task_protocol import REPLY_PREFIX
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-REPLY_PREFIX = "BENCH "  # Starts each answer line of a worker (task.py).
 _PR_SET_PDEATHSIG = 1
 START_TIMEOUT_SECS = 120.0  # Importing TensorFlow alone takes ~15 s on a loaded 2-core box.
 

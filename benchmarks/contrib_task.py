@@ -37,9 +37,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
 from benchmarks import models_py37  # noqa: E402
+from benchmarks.task_protocol import reply, serve_commands  # noqa: E402
 
-#: Starts each answer line (cluster.REPLY_PREFIX; cluster.py is not Python 3.7 code).
-REPLY_PREFIX = "BENCH "
 # As task.py: a blocked session.run fails after this long instead of hanging the benchmark.
 OPERATION_TIMEOUT_MS = 60000
 CONFIGS = re.compile(r"^(local|contrib-easgd-(\d+))$")
@@ -203,33 +202,6 @@ class Worker:
         self.close()
         tf.compat.v1.Session.reset(self.server.target, containers)
         return {}
-
-
-def serve_commands(worker, lines, reply):
-    """Answers the JSON commands in `lines` until "exit" or the end of input (task.py's)."""
-    for line in lines:
-        if not line.strip():
-            continue
-        request = json.loads(line)
-        command = request.pop("cmd")
-        if command == "exit":
-            worker.close()
-            reply({"ok": True})
-            return
-        try:
-            result = getattr(worker, command)(**request)
-        except Exception as error:  # Reported to the driver, which stops the benchmark.
-            reply({"ok": False, "error": f"{type(error).__name__}: {error}"})
-        else:
-            answer = {"ok": True}
-            answer.update(result)
-            reply(answer)
-
-
-def reply(message):
-    """Writes one answer line to stdout."""
-    sys.stdout.write(REPLY_PREFIX + json.dumps(message) + "\n")
-    sys.stdout.flush()
 
 
 def main(argv=None):

@@ -20,8 +20,8 @@ import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from benchmarks import accuracy, graphs, models, overhead  # noqa: E402
-from benchmarks.cluster import REPLY_PREFIX  # noqa: E402
 from benchmarks.models_py37 import fingerprint  # noqa: E402
+from benchmarks.task_protocol import reply, serve_commands  # noqa: E402
 
 flags.DEFINE_enum("role", "worker", ["ps", "worker"], "Task kind.")
 flags.DEFINE_integer("index", 0, "Task index within its job.")
@@ -186,31 +186,6 @@ class Worker:
         self.close()
         tf.compat.v1.Session.reset(self.server.target, containers)
         return {}
-
-
-def serve_commands(worker, lines, reply):
-    """Answers the JSON commands in `lines` until "exit" or the end of input."""
-    for line in lines:
-        if not line.strip():
-            continue
-        request = json.loads(line)
-        command = request.pop("cmd")
-        if command == "exit":
-            worker.close()
-            reply({"ok": True})
-            return
-        try:
-            result = getattr(worker, command)(**request)
-        except Exception as error:  # Reported to the driver, which stops the benchmark.
-            reply({"ok": False, "error": f"{type(error).__name__}: {error}"})
-        else:
-            reply({"ok": True, **result})
-
-
-def reply(message):
-    """Writes one answer line to stdout."""
-    sys.stdout.write(REPLY_PREFIX + json.dumps(message) + "\n")
-    sys.stdout.flush()
 
 
 def main(argv):
