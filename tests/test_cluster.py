@@ -1,11 +1,7 @@
 """Tests of tf_contrib_easgd.cluster: host lists, TF_CONFIG, roles, device filters."""
 
 import json
-import socket
-import threading
-import time
 
-import portpicker
 import pytest
 import tensorflow as tf
 
@@ -170,31 +166,3 @@ def test_tf_config_without_chief_keeps_worker_indices():
 def test_tf_config_errors_name_the_part_and_the_value(text, message):
     with pytest.raises(ClusterConfigError, match=message):
         cluster.from_tf_config(text)
-
-
-def test_wait_until_reachable_returns_once_a_server_listens():
-    port = portpicker.pick_unused_port()
-    listener = socket.socket()
-
-    def listen_later():
-        time.sleep(0.3)
-        listener.bind(("localhost", port))
-        listener.listen()
-
-    thread = threading.Thread(target=listen_later)
-    thread.start()
-    try:
-        started = time.monotonic()
-        cluster.wait_until_reachable([f"localhost:{port}"], timeout_secs=10, poll_secs=0.05)
-        assert time.monotonic() - started < 5  # It returns soon after the 0.3 s delay.
-    finally:
-        thread.join(5)
-        listener.close()
-
-
-def test_wait_until_reachable_times_out_naming_the_address():
-    address = f"localhost:{portpicker.pick_unused_port()}"  # Nothing listens there.
-    started = time.monotonic()
-    with pytest.raises(TimeoutError, match=rf"\['{address}'\] still not reachable after 0.3 s"):
-        cluster.wait_until_reachable([address], timeout_secs=0.3, poll_secs=0.05)
-    assert time.monotonic() - started < 5

@@ -149,6 +149,32 @@ def test_all_three_start_from_the_same_initializer(world):
         np.testing.assert_array_equal(value, [1.5, -2.0])
 
 
+def test_elastic_distance_is_the_norm_of_worker_minus_centre(world):
+    getter = ElasticAverageCustomGetter("")
+    with tf.Graph().as_default(), tf.compat.v1.variable_scope("", custom_getter=getter):
+        with pytest.raises(ValueError, match="needs the model"):
+            getter.elastic_distance()
+        w = tf.compat.v1.get_variable("w", initializer=tf.constant([1.0, 2.0]))
+        b = tf.compat.v1.get_variable("b", initializer=tf.constant(-1.0), partitioner=None)
+        distance = getter.elastic_distance()
+        move = [tf.compat.v1.assign_add(w, [3.0, 0.0]), tf.compat.v1.assign_add(b, 4.0)]
+        with tf.compat.v1.Session() as session:
+            session.run(
+                [
+                    tf.compat.v1.global_variables_initializer(),
+                    tf.compat.v1.local_variables_initializer(),
+                ]
+            )
+            at_start = session.run(distance)
+            session.run(move)
+            moved = session.run(distance)
+    # All start at the centre: 0. Then w is [3, 0] and b 4 away from their centres:
+    # sqrt(3^2 + 0^2 + 4^2) = 5.
+    assert distance.name == "elastic_distance:0"
+    assert at_start == 0.0
+    assert moved == pytest.approx(5.0)
+
+
 def test_user_collections_are_kept_on_the_worker_copy(world):
     getter = ElasticAverageCustomGetter("")
     with tf.Graph().as_default(), tf.compat.v1.variable_scope("", custom_getter=getter):

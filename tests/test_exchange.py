@@ -9,7 +9,6 @@ import pytest
 import tensorflow as tf
 from conftest import worker_scope
 
-import tf_contrib_easgd
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 from tf_contrib_easgd import exchange as exchange_module
 from tf_contrib_easgd.exchange import ElasticExchange, run_if
@@ -249,32 +248,6 @@ def test_non_exchange_steps_touch_no_remote_device(world, cluster, container, tr
         np.testing.assert_array_equal(after, np.full(1000, 0.25))
         assert session.run(global_step.read_value()) == 1
         np.testing.assert_array_equal(session.run(variables[0].read_value()), np.full(1000, 0.25))
-
-
-@pytest.mark.parametrize(
-    ("error", "recoverable"),
-    [
-        (tf.errors.AbortedError(None, None, "graph handle not found"), True),
-        (tf.errors.UnavailableError(None, None, "connection reset"), True),
-        # What a RemoteCall raises when its parameter server is gone (TF 2.15 and 2.21):
-        (
-            tf.errors.InternalError(
-                None,
-                None,
-                "From /job:worker/replica:0/task:1:\nrecvmsg:Connection reset by peer\n"
-                "Executing non-communication op <exchange_with_ps_0> originally returned "
-                "UnavailableError, and was replaced by InternalError to avoid invoking TF "
-                "network error handling logic.",
-            ),
-            True,
-        ),
-        (tf.errors.InternalError(None, None, "a bug"), False),
-        (tf.errors.FailedPreconditionError(None, None, "uninitialised value"), False),
-        (ValueError("bad"), False),
-    ],
-)
-def test_is_recoverable_error(error, recoverable):
-    assert tf_contrib_easgd.is_recoverable_error(error) is recoverable
 
 
 @pytest.mark.cluster

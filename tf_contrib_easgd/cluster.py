@@ -13,8 +13,6 @@ TensorFlow import; only `cluster_spec()` and `session_config()` import it.
 
 import dataclasses
 import json
-import socket
-import time
 
 PS = "ps"
 WORKER = "worker"
@@ -314,42 +312,3 @@ def _check_disjoint(ps, workers, what):
     shared = sorted(set(ps) & set(workers))
     if shared:
         raise ClusterConfigError(f"{what} share the address(es) {shared}.")
-
-
-def wait_until_reachable(addresses, timeout_secs, poll_secs=0.1):
-    """Waits until a TCP connection to each `host:port` succeeds.
-
-    A gRPC channel that first tried to connect before its server was listening backs off
-    for seconds before it tries again; probing with plain sockets first lets a task start
-    as soon as the servers it needs are up.
-
-    Args:
-        addresses: `host:port` strings.
-        timeout_secs: the deadline, in seconds from now.
-        poll_secs: pause between two rounds of attempts.
-
-    Raises:
-        TimeoutError: naming the addresses still unreachable at the deadline.
-    """
-    deadline = time.monotonic() + timeout_secs
-    pending = list(addresses)
-    while True:
-        pending = [address for address in pending if not _accepts(address)]
-        if not pending:
-            return
-        if time.monotonic() >= deadline:
-            raise TimeoutError(
-                f"{pending} still not reachable after {timeout_secs:g} s; check that the "
-                "tasks there run and that the host:port addresses are right."
-            )
-        time.sleep(poll_secs)
-
-
-def _accepts(address):
-    """Whether a TCP connection to `address` (`host:port`) succeeds within a second."""
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
-            return True
-    except OSError:
-        return False

@@ -193,6 +193,37 @@ class ElasticAverageCustomGetter:
         """Maps each original variable name to its global centre (a list for partitions)."""
         return {name: partitions(center) for name, center in self._saveables.items()}
 
+    def elastic_distance(self, name="elastic_distance"):
+        """Returns how far this worker is from the centre: a float scalar tensor.
+
+        The Euclidean norm of `x - global_centre` over every variable made through the
+        getter so far (all partitions), computed on the worker device: sqrt of the sum of
+        the squared differences. It is 0 right after the worker copied the centre; with
+        asynchronous EASGD it grows with the worker's local steps and shrinks at its
+        exchanges. Evaluating it reads the whole centre from the parameter servers (one
+        model's worth of bytes), so log it every few hundred steps, not every step, e.g. as
+        `tf.compat.v1.summary.scalar("elastic_distance", distance)`.
+
+        Args:
+            name: the name of the tensor.
+
+        Raises:
+            ValueError: if no variable was made through the getter yet.
+        """
+        entries = self.centered_variables()
+        if not entries:
+            raise ValueError(
+                "elastic_distance() needs the model: build it inside "
+                "variable_scope(..., custom_getter=<this getter>) first."
+            )
+        with tf.compat.v1.device(self._worker_device):
+            with tf.name_scope(f"{name}_terms"):
+                squares = [
+                    tf.reduce_sum(tf.square(tf.cast(e.worker - e.global_center, tf.float32)))
+                    for e in entries
+                ]
+            return tf.sqrt(tf.add_n(squares), name=name)
+
 
 class CentreMap(collections.abc.Mapping):
     """Contrib's `_local_map` / `_global_map`: worker copy -> centre, read-only and live.

@@ -473,36 +473,6 @@ class _VariableAddress:
         )
 
 
-#: What TensorFlow's executor writes into the `InternalError` it raises instead of the
-#: `UnavailableError` of a non-communication op (a `RemoteCall` is one).
-_REWRITTEN_UNAVAILABLE = "originally returned UnavailableError"
-
-
-def is_recoverable_error(error):
-    """Whether `error` means a task was lost, so a new session may go on once it is back.
-
-    `MonitoredTrainingSession` recovers by itself from `AbortedError` and
-    `UnavailableError`. An exchange step that finds its parameter server gone fails in its
-    call (`RemoteCall` or direct), and TensorFlow's executor rewrites the `UnavailableError`
-    of any op other than Send/Recv into an `InternalError` ("... originally returned
-    UnavailableError, and was replaced by InternalError ..."), which the session does not
-    recover from; this
-    function recognises it too. A training loop catches such an error outside the session,
-    waits until the parameter servers answer, and creates the session again (the chief
-    then restores the centre from its latest checkpoint if the ps lost it).
-
-    Args:
-        error: an exception.
-
-    Returns:
-        True for `tf.errors.AbortedError`, `tf.errors.UnavailableError` and a rewritten
-        `UnavailableError`; False otherwise.
-    """
-    if isinstance(error, (tf.errors.AbortedError, tf.errors.UnavailableError)):
-        return True
-    return isinstance(error, tf.errors.InternalError) and _REWRITTEN_UNAVAILABLE in str(error)
-
-
 def run_if(pred, build, name="run_if"):
     """Runs every op that `build()` makes only when the scalar bool `pred` is true.
 

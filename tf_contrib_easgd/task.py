@@ -10,9 +10,10 @@ that it is done, exports the centre with
 `summary.json` and tells the parameter servers to stop. A parameter server serves until
 the chief tells it the job is done.
 
-Two small queues on the parameter servers carry these messages: `done` on ps 0 (each
-non-chief worker puts `[task_index, local_steps]` when it finishes) and one `shutdown`
-queue per parameter server.
+The start, the end and the recoveries use the library's public pieces, as a script of
+one's own would: `MonitoredTrainingSession`'s session creators with a
+`CentreWaitingSessionCreator` or a `CentreKeepingScaffold`, `TrainingCompletion`,
+`serve_until_done` and `train_with_recovery`.
 """
 
 import dataclasses
@@ -26,10 +27,15 @@ import numpy as np
 import tensorflow as tf
 
 from tf_contrib_easgd import data, models
-from tf_contrib_easgd.cluster import wait_until_reachable
+from tf_contrib_easgd.completion import TrainingCompletion, serve_until_done
 from tf_contrib_easgd.custom_getter import ElasticAverageCustomGetter
-from tf_contrib_easgd.exchange import is_recoverable_error
 from tf_contrib_easgd.optimizer import ElasticAverageOptimizer
+from tf_contrib_easgd.recovery import first_line, train_with_recovery, wait_until_reachable
+from tf_contrib_easgd.sessions import (
+    RESTORED,
+    CentreKeepingScaffold,
+    CentreWaitingSessionCreator,
+)
 
 #: The optimizers `make_optimizer` builds (the `--optimizer` choices).
 OPTIMIZERS = ("sgd", "momentum", "nesterov", "adam", "adagrad", "rmsprop")
@@ -40,7 +46,6 @@ EXPORT_DIR = "export"
 EXPORT_PREFIX = "centre"
 CHECKPOINT_PREFIX = "model.ckpt"
 
-_POLL_SECS = 0.1
 _EVAL_BATCH = 1000
 
 
@@ -101,11 +106,7 @@ def run_ps(task, reporter):
         start=True,
     )
     reporter.event("serving", address=task.address)
-    graph = tf.Graph()
-    with graph.as_default(), tf.compat.v1.device(task.device):
-        wait = _shutdown_queue(task.task_index).dequeue()
-    with tf.compat.v1.Session(server.target, graph=graph, config=task.session_config()) as sess:
-        sess.run(wait)
+    serve_until_done(server)
     reporter.event("stopped")
 
 
@@ -129,15 +130,7 @@ class WorkerGraph:
     hook: tf.compat.v1.train.SessionRunHook
     saver: tf.compat.v1.train.Saver
     export_saver: tf.compat.v1.train.Saver
-    ready: tf.Tensor
-    global_init: tf.Operation
-    scaffold_init: tf.Operation
-    done_value: tf.Tensor
-    done_enqueue: tf.Operation
-    done_size: tf.Tensor
-    done_count: tf.Tensor
-    done_dequeue: tf.Tensor
-    shutdown: tf.Operation
+    completion: TrainingCompletion
 
 
 def build_worker_graph(task, config, image_shape, num_classes):
@@ -182,13 +175,7 @@ def build_worker_graph(task, config, image_shape, num_classes):
             )
             train_op = optimizer.minimize(loss, global_step=global_step)
             hook = optimizer.make_session_run_hook(task.is_chief, task.task_index)
-
-            with tf.compat.v1.device(task.device), tf.name_scope("elastic_distance"):
-                squares = [
-                    tf.reduce_sum(tf.square(entry.worker - entry.global_center))
-                    for entry in getter.centered_variables()
-                ]
-                distance = tf.sqrt(tf.add_n(squares))
+            distance = getter.elastic_distance()
 
             # The same model once more, on the centres: the chief's learning curve.
             centres = getter.global_centers_by_name()
@@ -222,27 +209,8 @@ def build_worker_graph(task, config, image_shape, num_classes):
                 sharded=True, max_to_keep=3, save_relative_paths=True, name="checkpoint_saver"
             )
             export_saver = optimizer.swapping_saver(name="export_saver")
-            with tf.compat.v1.device(task.device):
-                # Non-chief workers wait until this is empty; the chief's session start
-                # (`_chief_init_fn`) checks it to keep a centre the ps still holds.
-                uninitialised = tf.compat.v1.report_uninitialized_variables(
-                    tf.compat.v1.global_variables()
-                )
-                # A plain tensor rather than TF's "should use" wrapper, which logs an error
-                # when it is garbage-collected without being run.
-                ready = tf.identity(uninitialised, name="uninitialised_global_variables")
-            global_init = tf.compat.v1.global_variables_initializer()
-            # The Scaffold's init_op: nothing, `_chief_init_fn` does the work.
-            scaffold_init = tf.no_op(name="centre_set_up_by_init_fn")
-
-        done_value = tf.compat.v1.placeholder(tf.int64, [2])
-        done_count = tf.compat.v1.placeholder(tf.int32, [])
-        with tf.compat.v1.device("/job:ps/task:0"):
-            done = _done_queue()
-            done_enqueue = done.enqueue(done_value)
-            done_size = done.size()
-            done_dequeue = done.dequeue_many(done_count)
-        shutdown = _stop_parameter_servers_op(task.num_ps)
+        with tf.compat.v1.device(task.device):
+            completion = TrainingCompletion(task.cluster_spec(), task.is_chief, task.task_index)
     return WorkerGraph(
         graph=graph,
         images=images,
@@ -260,67 +228,8 @@ def build_worker_graph(task, config, image_shape, num_classes):
         hook=hook,
         saver=saver,
         export_saver=export_saver,
-        ready=ready,
-        global_init=global_init,
-        scaffold_init=scaffold_init,
-        done_value=done_value,
-        done_enqueue=done_enqueue,
-        done_size=done_size,
-        done_count=done_count,
-        done_dequeue=done_dequeue,
-        shutdown=shutdown,
+        completion=completion,
     )
-
-
-def _done_queue():
-    """The queue on ps 0 where non-chief workers report `[task_index, local_steps]`."""
-    with tf.compat.v1.device("/job:ps/task:0"):
-        return tf.queue.FIFOQueue(
-            capacity=-1, dtypes=[tf.int64], shapes=[[2]], shared_name="easgd_train_done"
-        )
-
-
-def stop_parameter_servers(task, timeout_secs=30.0):
-    """Tells every parameter server of the job to stop, as the chief does at the end.
-
-    For a job whose chief died, or for tests. Each server exits once it gets the token.
-
-    Args:
-        task: a `cluster.TaskConfig` of the job (any task).
-        timeout_secs: deadline of the call.
-
-    Raises:
-        tf.errors.DeadlineExceededError: if a server does not take the token in time.
-    """
-    graph = tf.Graph()
-    with graph.as_default():
-        stop = _stop_parameter_servers_op(task.num_ps)
-    config = tf.compat.v1.ConfigProto(
-        device_filters=["/job:ps"], operation_timeout_in_ms=int(timeout_secs * 1000)
-    )
-    wait_until_reachable(task.ps_hosts, timeout_secs)
-    with tf.compat.v1.Session(f"grpc://{task.ps_hosts[0]}", graph=graph, config=config) as sess:
-        sess.run(stop, options=tf.compat.v1.RunOptions(timeout_in_ms=int(timeout_secs * 1000)))
-
-
-def _stop_parameter_servers_op(num_ps):
-    """Returns the op that puts a token into the shutdown queue of each parameter server."""
-    stops = []
-    for index in range(num_ps):
-        with tf.compat.v1.device(f"/job:ps/task:{index}"):
-            stops.append(_shutdown_queue(index).enqueue(1))
-    return tf.group(*stops)
-
-
-def _shutdown_queue(ps_index):
-    """The queue on ps `ps_index` where the chief puts the token that ends the job."""
-    with tf.compat.v1.device(f"/job:ps/task:{ps_index}"):
-        return tf.queue.FIFOQueue(
-            capacity=-1,
-            dtypes=[tf.int32],
-            shapes=[[]],
-            shared_name=f"easgd_train_shutdown_{ps_index}",
-        )
 
 
 def run_worker(task, config, reporter, started_at):
@@ -351,7 +260,7 @@ def run_worker(task, config, reporter, started_at):
     wait_until_reachable(task.ps_hosts, config.timeout_secs)
     with g.graph.as_default():
         if not task.is_chief:
-            # The session creator waits (`_CentreWaitingSessionCreator`).
+            # The session creator waits (`CentreWaitingSessionCreator`).
             reporter.event("waiting", what="the chief to initialise the centre")
         writer = tf.compat.v1.summary.FileWriter(
             os.path.join(config.model_dir, f"worker_{task.task_index}"),
@@ -362,29 +271,28 @@ def run_worker(task, config, reporter, started_at):
             writer, started_at,
         )  # fmt: skip
         state = _TrainState()
-        while True:
-            try:
-                outcome = _run_session(worker, state)
-                break
-            except Exception as error:
-                if not (is_recoverable_error(error) or _met_a_restarted_ps(error)):
-                    raise
-                # A parameter server went away. Wait until it answers again, then start a
-                # new session: the chief restores the centre from the latest checkpoint if
-                # the ps lost it; every worker then starts again from the centre.
-                state.recoveries += 1
-                reporter.event(
-                    "recovering",
-                    step=state.step,
-                    error=f"{type(error).__name__}: {_first_line(error)}",
-                )
-                wait_until_reachable(task.ps_hosts, config.timeout_secs)
+
+        def on_recovery(error, recoveries):
+            # A parameter server went away. Wait until it answers again, then start a new
+            # session: the chief restores the centre from the latest checkpoint if the ps
+            # lost it; every worker then starts again from the centre.
+            state.recoveries += 1
+            reporter.event(
+                "recovering", step=state.step, error=f"{type(error).__name__}: {first_line(error)}"
+            )
+
+        outcome = train_with_recovery(
+            lambda: _run_session(worker, state),
+            task.ps_hosts,
+            timeout_secs=config.timeout_secs,
+            on_recovery=on_recovery,
+        )
         writer.close()
-        with tf.compat.v1.Session(server.target, graph=g.graph, config=session_config) as raw:
-            if task.is_chief:
-                raw.run(g.shutdown)
-            else:
-                raw.run(g.done_enqueue, {g.done_value: [task.task_index, state.step]})
+        if task.is_chief:
+            g.completion.stop_parameter_servers(server.target, config=session_config)
+        else:
+            with tf.compat.v1.Session(server.target, graph=g.graph, config=session_config) as raw:
+                g.completion.finish(raw, state.step)
     if not task.is_chief:
         return None
 
@@ -450,25 +358,6 @@ class _TrainState:
     restored: dict = dataclasses.field(default_factory=dict)
 
 
-def _met_a_restarted_ps(error):
-    """Whether `error` says a variable on a ps is uninitialised: the ps was restarted.
-
-    A call that waited for a lost ps to come back (gRPC waits for the connection) reaches a
-    new, empty ps before the chief has restored the centre into it. A new session then
-    fixes it: the chief restores, the other workers wait until it has.
-    """
-    if not isinstance(error, tf.errors.FailedPreconditionError):
-        return False
-    message = str(error).lower()
-    return "uninitialized" in message or "uninitialised" in message or "not initialized" in message
-
-
-def _first_line(error):
-    """The first line of an error's message, for a progress event."""
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else ""
-
-
 def _run_session(worker, state):
     """Trains in one `MonitoredSession` until `config.steps`; the chief then exports.
 
@@ -478,22 +367,28 @@ def _run_session(worker, state):
     g, task, config, reporter = worker.g, worker.task, worker.config, worker.reporter
     # Checkpoints are written by `_save_checkpoint`, not by MonitoredTrainingSession's
     # `CheckpointSaverHook`: that hook reads global_step from the parameter server at
-    # every step, which halves the chief's speed here. Nor does the session restore them itself:
-    # a chief with a checkpoint directory restores the latest checkpoint whenever it
-    # starts, which would set a centre the ps still holds back to that checkpoint.
-    # `_chief_init_fn` decides instead, each time a session is created.
-    init_fn = None
+    # every step, which halves the chief's speed here. So the session creators of
+    # `tf_contrib_easgd.MonitoredTrainingSession` are used without its default hooks (no
+    # summaries, no step counter): the chief's keeps a centre the ps still holds, or
+    # restores the latest checkpoint; a non-chief's waits for the centre first.
     if task.is_chief:
-        init_fn = functools.partial(_chief_init_fn, g=g, model_dir=config.model_dir, state=state)
-    scaffold = tf.compat.v1.train.Scaffold(saver=g.saver, init_op=g.scaffold_init, init_fn=init_fn)
-    # The session creators of `MonitoredTrainingSession`, without its default hooks (no
-    # summaries, no step counter); a non-chief's waits for the centre first.
-    if task.is_chief:
+        scaffold = CentreKeepingScaffold(
+            saver=g.saver,
+            on_centre_ready=functools.partial(_record_centre_set_up, g=g, state=state),
+        )
         creator = tf.compat.v1.train.ChiefSessionCreator(
-            scaffold=scaffold, master=worker.server.target, config=worker.session_config
+            scaffold=scaffold,
+            master=worker.server.target,
+            config=worker.session_config,
+            checkpoint_dir=config.model_dir,
         )
     else:
-        creator = _CentreWaitingSessionCreator(worker, scaffold)
+        creator = CentreWaitingSessionCreator(
+            scaffold=tf.compat.v1.train.Scaffold(saver=g.saver),
+            master=worker.server.target,
+            config=worker.session_config,
+            max_wait_secs=config.timeout_secs,
+        )
     with tf.compat.v1.train.MonitoredSession(
         session_creator=creator, hooks=[g.hook, _StartReporter(worker, state)]
     ) as sess:
@@ -510,7 +405,17 @@ def _run_session(worker, state):
         )
         if not task.is_chief:
             return None
-        local_steps = _wait_for_workers(sess, g, task, config, reporter)
+        others = task.num_workers - 1
+        if others:
+            reporter.event("waiting", what=f"{others} other worker(s) to finish")
+        finished = g.completion.finish(sess, state.step, timeout_secs=config.timeout_secs)
+        if finished.missing:
+            reporter.event(
+                "warning",
+                message=f"workers {finished.missing} did not finish within "
+                f"{config.timeout_secs:g} s; exporting the centre as it is",
+            )
+        local_steps = {str(index): steps for index, steps in finished.local_steps.items()}
         local_steps[str(task.task_index)] = state.step
         checkpoint = _save_checkpoint(sess, g, config.model_dir)
         export_path = g.export_saver.save(
@@ -521,58 +426,20 @@ def _run_session(worker, state):
         return local_steps, checkpoint, export_path, int(sess.run(g.global_step))
 
 
-def _chief_init_fn(scaffold, session, g, model_dir, state):
-    """Sets up the centre when the chief creates a session (at start and on recovery).
+def _record_centre_set_up(session, how, checkpoint, g, state):
+    """Records in `state.restored` how the chief's new session set up the centre.
 
-    A centre the parameter servers still hold (a restarted chief) is kept as it is: no work
-    is lost. If any global variable is uninitialised (a new job, or a ps that was
-    restarted and lost its part), every one of them is restored from the latest checkpoint
-    of `model_dir`, so the centre is one consistent snapshot, or else initialised. Records
-    in `state.restored` what was restored, read right after the restore.
+    After a restore, the step and a digest of the centre read right after it.
     """
-    del scaffold  # The saver is g.saver.
-    if len(session.run(g.ready)) == 0:
+    if how != RESTORED:
         state.restored = {"restored_from": None}
         return
-    checkpoint = tf.train.latest_checkpoint(model_dir)
-    if checkpoint is None:
-        session.run(g.global_init)
-        state.restored = {"restored_from": None}
-        return
-    g.saver.restore(session, checkpoint)
     step, centre = session.run([g.global_step, _centre_by_name(g)])
     state.restored = {
         "restored_from": os.path.basename(checkpoint),
         "restored_global_step": int(step),
         "restored_centre_sha256": centre_digest(centre),
     }
-
-
-class _CentreWaitingSessionCreator(tf.compat.v1.train.SessionCreator):
-    """A non-chief worker's session creator: waits until the chief has initialised the
-    centre, then creates the session as `MonitoredTrainingSession` would.
-
-    Alone, that session checks readiness and sleeps 30 s after each failed check, at start
-    and in its own recoveries (a direct exchange call that reaches a restarted ps fails with
-    an `AbortedError`, and it creates a new session at once, before the chief has restored
-    the centre). Polling first (`_wait_for_centre`) makes its first check succeed.
-    """
-
-    def __init__(self, worker, scaffold):
-        self._worker = worker
-        self._creator = tf.compat.v1.train.WorkerSessionCreator(
-            scaffold=scaffold,
-            master=worker.server.target,
-            config=worker.session_config,
-            max_wait_secs=worker.config.timeout_secs,
-        )
-
-    def create_session(self):
-        worker = self._worker
-        _wait_for_centre(
-            worker.server.target, worker.g, worker.session_config, worker.config.timeout_secs
-        )
-        return self._creator.create_session()
 
 
 class _StartReporter(tf.compat.v1.train.SessionRunHook):
@@ -743,62 +610,6 @@ def _summary(values):
     return tf.compat.v1.Summary(
         value=[tf.compat.v1.Summary.Value(tag=k, simple_value=v) for k, v in values.items()]
     )
-
-
-def _wait_for_centre(target, g, session_config, timeout_secs):
-    """Waits until the chief has initialised every global variable (the centre).
-
-    A non-chief's session creator (`tf.compat.v1.train.WorkerSessionCreator`) checks this
-    too, but sleeps 30 s after each failed check; polling here first makes its first check
-    succeed (`_CentreWaitingSessionCreator`).
-
-    Raises:
-        TimeoutError: if the variables are still uninitialised after `timeout_secs`.
-    """
-    deadline = time.monotonic() + timeout_secs
-    with tf.compat.v1.Session(target, graph=g.graph, config=session_config) as sess:
-        while True:
-            left_ms = int(max(deadline - time.monotonic(), 0.001) * 1000)
-            options = tf.compat.v1.RunOptions(timeout_in_ms=left_ms)
-            try:
-                uninitialised = sess.run(g.ready, options=options)
-            except tf.errors.DeadlineExceededError:
-                uninitialised = ["(no answer from the parameter servers)"]
-            if len(uninitialised) == 0:
-                return
-            if time.monotonic() >= deadline:
-                names = [n.decode() if isinstance(n, bytes) else n for n in uninitialised]
-                raise TimeoutError(
-                    f"The chief (worker 0) did not initialise the centre within "
-                    f"{timeout_secs:g} s; still uninitialised: {names[:5]}. Is worker 0 "
-                    "running?"
-                )
-            time.sleep(_POLL_SECS)
-
-
-def _wait_for_workers(sess, g, task, config, reporter):
-    """On the chief: waits until every other worker reported done, at most the timeout.
-
-    Returns:
-        `{str(task_index): local_steps}` of the workers that reported.
-    """
-    others = task.num_workers - 1
-    deadline = time.monotonic() + config.timeout_secs
-    if others:
-        reporter.event("waiting", what=f"{others} other worker(s) to finish")
-    while sess.run(g.done_size) < others and time.monotonic() < deadline:
-        time.sleep(_POLL_SECS)
-    count = min(int(sess.run(g.done_size)), others)
-    reported = sess.run(g.done_dequeue, {g.done_count: count}) if count else []
-    local_steps = {str(index): int(steps) for index, steps in reported}
-    missing = sorted(set(range(1, task.num_workers)) - {int(k) for k in local_steps})
-    if missing:
-        reporter.event(
-            "warning",
-            message=f"workers {missing} did not finish within {config.timeout_secs:g} s; "
-            "exporting the centre as it is",
-        )
-    return local_steps
 
 
 def write_summary(model_dir, summary):
