@@ -170,3 +170,15 @@ def easgd_train_tasks(flags, tasks=(("ps", 0), ("worker", 0), ("worker", 1)), nu
         )
         for job, index in tasks
     ]
+
+
+@pytest.fixture
+def legacy_processes(tmp_path):
+    """A `legacy_jobs.Processes` in `tmp_path`, its processes killed however the test ends."""
+    import legacy_jobs  # noqa: PLC0415 (only the tests that run legacy scripts need it)
+
+    started = legacy_jobs.Processes(tmp_path)
+    try:
+        yield started
+    finally:
+        started.kill_all()

@@ -23,6 +23,53 @@ BIN = pathlib.Path(sys.executable).parent  # The venv's console scripts live bes
 TOOL_TIMEOUT_S = 120
 
 
+def upgrade_v2_source(source, tmp_path):
+    """Runs tf_upgrade_v2's converter on `source` in this process; returns the new text."""
+    from tensorflow.tools.compatibility import ast_edits, tf_upgrade_v2  # noqa: PLC0415
+
+    before, after = tmp_path / "before.py", tmp_path / "after.py"
+    before.write_text(source)
+    upgrader = ast_edits.ASTCodeUpgrader(tf_upgrade_v2.TFAPIChangeSpec())
+    upgrader.process_file(str(before), str(after))
+    return after.read_text()
+
+
+def migrate_source(source):
+    """Runs easgd-migrate's conversion on `source` in this process; returns the new text.
+
+    Asserts that nothing was left unconverted.
+    """
+    from tf_contrib_easgd import _codemod  # noqa: PLC0415
+
+    migration = _codemod.migrate_source(source)
+    assert not [f for f in migration.findings if f.unconverted]
+    return migration.code
+
+
+#: The legacy trainer's data split: the first 1500 digits train, the other 297 test.
+TRAINER_NUM_TRAIN = 1500
+
+
+def trainer_centre(checkpoint_dir):
+    """(global_step, test accuracy) of the trainer's centre in the latest checkpoint.
+
+    The chief of examples/legacy_tf1/trainer.py (and of its migrated form) saves the centre
+    under the plain variable names; a numpy forward pass of its MLP evaluates it.
+    """
+    import numpy as np  # noqa: PLC0415 (the tool helpers above need neither)
+    import tensorflow as tf  # noqa: PLC0415
+    from sklearn.datasets import load_digits  # noqa: PLC0415
+
+    reader = tf.train.load_checkpoint(str(checkpoint_dir))
+    digits = load_digits()
+    images = (digits.data / 16.0).astype(np.float32)[TRAINER_NUM_TRAIN:]
+    labels = digits.target[TRAINER_NUM_TRAIN:]
+    hidden = np.maximum(images @ reader.get_tensor("mlp/w1") + reader.get_tensor("mlp/b1"), 0)
+    logits = hidden @ reader.get_tensor("mlp/w2") + reader.get_tensor("mlp/b2")
+    accuracy = float(np.mean(logits.argmax(axis=1) == labels))
+    return int(reader.get_tensor("global_step")), accuracy
+
+
 def run_tool(args, cwd, expect_status=0):
     """Runs a console script to completion within TOOL_TIMEOUT_S.
 

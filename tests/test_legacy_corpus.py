@@ -77,16 +77,6 @@ SCRIPTS = {
 }
 
 
-@pytest.fixture
-def processes(tmp_path):
-    """A `legacy_jobs.Processes` in `tmp_path`, its processes killed however the test ends."""
-    started = legacy_jobs.Processes(tmp_path)
-    try:
-        yield started
-    finally:
-        started.kill_all()
-
-
 def _convert(script, folder):
     """Copies `script` and its imports into `folder` and converts them with the two tools.
 
@@ -132,7 +122,7 @@ def _mlp_centre_accuracy(checkpoint_dir):
 @pytest.mark.e2e
 @pytest.mark.timeout(CHIEF_READY_TIMEOUT_S + TRAINING_TIMEOUT_S + 6 * legacy_jobs.TOOL_TIMEOUT_S)
 @pytest.mark.parametrize("key", sorted(SCRIPTS))
-def test_migrated_script_trains_on_a_ps_and_two_workers(key, tmp_path, processes):
+def test_migrated_script_trains_on_a_ps_and_two_workers(key, tmp_path, legacy_processes):
     script = SCRIPTS[key]
     start = time.monotonic()
     report = _convert(script, tmp_path)
@@ -141,7 +131,7 @@ def test_migrated_script_trains_on_a_ps_and_two_workers(key, tmp_path, processes
     print(f"converted after {time.monotonic() - start:.0f} s:\n{report}")
 
     flags = [flag.format(tmp=tmp_path) for flag in script.flags]
-    logs = processes.run_ps_and_two_workers(
+    logs = legacy_processes.run_ps_and_two_workers(
         script.name, flags, CHIEF_READY_TIMEOUT_S, TRAINING_TIMEOUT_S
     )
     print(f"workers done after {time.monotonic() - start:.0f} s")

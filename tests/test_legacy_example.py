@@ -11,18 +11,11 @@ import shutil
 import time
 
 import legacy_jobs
-import numpy as np
 import pytest
 import tensorflow as tf
-from sklearn.datasets import load_digits
-from tensorflow.tools.compatibility import ast_edits, tf_upgrade_v2
-
-from tf_contrib_easgd import _codemod
 
 EXAMPLE = legacy_jobs.LEGACY_DIR / "trainer.py"
 
-# The example's data split: the first 1500 digits train, the other 297 test.
-NUM_TRAIN = 1500
 # Local steps per worker in the end-to-end run (the example's default is 1000). A numpy run
 # of the same MLP with plain single-worker SGD (lr 0.5, batch 32) reaches 0.90-0.92 test
 # accuracy after 600 steps on this split, over 4 seeds; chance is 0.10, and a centre that
@@ -38,24 +31,8 @@ CHIEF_READY_TIMEOUT_S = 150
 TRAINING_TIMEOUT_S = 240
 
 
-def _upgrade_v2(source, tmp_path):
-    """Runs tf_upgrade_v2's converter in this process (no second TensorFlow import)."""
-    before, after = tmp_path / "before.py", tmp_path / "after.py"
-    before.write_text(source)
-    upgrader = ast_edits.ASTCodeUpgrader(tf_upgrade_v2.TFAPIChangeSpec())
-    upgrader.process_file(str(before), str(after))
-    return after.read_text()
-
-
-def _migrate(source):
-    """Migrates `source` in this process; asserts that nothing was left unconverted."""
-    migration = _codemod.migrate_source(source)
-    assert not [f for f in migration.findings if f.unconverted]
-    return migration.code
-
-
 def test_tf_upgrade_v2_alone_leaves_the_script_broken(tmp_path):
-    upgraded = _upgrade_v2(EXAMPLE.read_text(), tmp_path)
+    upgraded = legacy_jobs.upgrade_v2_source(EXAMPLE.read_text(), tmp_path)
     assert "tf.contrib.opt.ElasticAverageOptimizer(" in upgraded  # TF 2 has no tf.contrib,
     assert "with tf.device(device_setter)" in upgraded  # tf.device refuses functions,
     assert "disable_v2_behavior" not in upgraded  # and placeholders need graph mode.
@@ -65,41 +42,20 @@ def test_tf_upgrade_v2_alone_leaves_the_script_broken(tmp_path):
 
 def test_both_orders_give_the_same_script(tmp_path):
     source = EXAMPLE.read_text()
-    upgrade_first = _migrate(_upgrade_v2(source, tmp_path))
-    migrate_first = _upgrade_v2(_migrate(source), tmp_path)
+    upgrade_first = legacy_jobs.migrate_source(legacy_jobs.upgrade_v2_source(source, tmp_path))
+    migrate_first = legacy_jobs.upgrade_v2_source(legacy_jobs.migrate_source(source), tmp_path)
     assert upgrade_first == migrate_first
-    assert _migrate(upgrade_first) == upgrade_first  # Idempotent on the final text.
+    # Idempotent on the final text:
+    assert legacy_jobs.migrate_source(upgrade_first) == upgrade_first
     assert "tf.contrib.opt" not in upgrade_first
     assert upgrade_first.count("tf.compat.v1.disable_v2_behavior()") == 1
     assert "with tf.compat.v1.device(device_setter)" in upgrade_first
     compile(upgrade_first, str(EXAMPLE), "exec")
 
 
-def _centre_accuracy(checkpoint_dir):
-    """Test accuracy of the centre that the chief's swapping saver wrote under plain names."""
-    reader = tf.train.load_checkpoint(str(checkpoint_dir))
-    digits = load_digits()
-    images = (digits.data / 16.0).astype(np.float32)[NUM_TRAIN:]
-    labels = digits.target[NUM_TRAIN:]
-    hidden = np.maximum(images @ reader.get_tensor("mlp/w1") + reader.get_tensor("mlp/b1"), 0)
-    logits = hidden @ reader.get_tensor("mlp/w2") + reader.get_tensor("mlp/b2")
-    return float(np.mean(logits.argmax(axis=1) == labels))
-
-
-@pytest.fixture
-def processes(tmp_path):
-    """A `legacy_jobs.Processes` in `tmp_path` whose processes are killed however the test
-    ends."""
-    started = legacy_jobs.Processes(tmp_path)
-    try:
-        yield started
-    finally:
-        started.kill_all()
-
-
 @pytest.mark.e2e
 @pytest.mark.timeout(CHIEF_READY_TIMEOUT_S + TRAINING_TIMEOUT_S + 2 * legacy_jobs.TOOL_TIMEOUT_S)
-def test_migrated_example_trains_on_a_ps_and_two_workers(tmp_path, processes):
+def test_migrated_example_trains_on_a_ps_and_two_workers(tmp_path, legacy_processes):
     start = time.monotonic()
     script = tmp_path / "trainer.py"
     shutil.copy(EXAMPLE, script)
@@ -110,7 +66,7 @@ def test_migrated_example_trains_on_a_ps_and_two_workers(tmp_path, processes):
     print(f"converted after {time.monotonic() - start:.0f} s")
 
     flags = [f"--checkpoint_dir={tmp_path / 'checkpoints'}", f"--train_steps={TRAIN_STEPS}"]
-    logs = processes.run_ps_and_two_workers(
+    logs = legacy_processes.run_ps_and_two_workers(
         script.name, flags, CHIEF_READY_TIMEOUT_S, TRAINING_TIMEOUT_S
     )
     print(f"workers done after {time.monotonic() - start:.0f} s")
@@ -120,6 +76,6 @@ def test_migrated_example_trains_on_a_ps_and_two_workers(tmp_path, processes):
         assert found, log[-3000:]
         assert int(found.group(2)) == TRAIN_STEPS
         accuracies[f"worker{index}"] = float(found.group(1))
-    accuracies["centre"] = _centre_accuracy(tmp_path / "checkpoints")
+    accuracies["centre"] = legacy_jobs.trainer_centre(tmp_path / "checkpoints")[1]
     print(f"accuracies {accuracies}")
     assert min(accuracies.values()) >= TARGET_ACCURACY, accuracies
