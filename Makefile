@@ -12,7 +12,7 @@ venv: $(STAMP)
 $(STAMP): setup.py pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -c constraints.txt -e '.[test,demo,legacy-keras]'
+	$(PIP) install --quiet -c constraints.txt -e '.[test,legacy-keras]'
 	touch $(STAMP)
 
 test: $(STAMP)
@@ -29,7 +29,7 @@ STAMP215 := $(VENV215)/.installed
 $(STAMP215): setup.py pyproject.toml constraints-tf215.txt
 	test -x $(PY215) || $(PYTHON) -m venv $(VENV215)
 	$(PY215) -m pip install --quiet --upgrade pip
-	$(PY215) -m pip install --quiet -c constraints-tf215.txt -e '.[test,demo,estimator,legacy-keras]'
+	$(PY215) -m pip install --quiet -c constraints-tf215.txt -e '.[test,estimator,legacy-keras]'
 	touch $(STAMP215)
 
 test-tf215: $(STAMP215)
@@ -88,7 +88,7 @@ demo: $(STAMP)
 BENCH_STAMP := $(VENV)/.installed-bench
 
 $(BENCH_STAMP): $(STAMP)
-	$(PIP) install --quiet -c constraints.txt -e '.[test,demo,bench]'
+	$(PIP) install --quiet -c constraints.txt -e '.[test,bench]'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
@@ -100,6 +100,14 @@ bench-quick: $(BENCH_STAMP)
 bench-contrib: $(BENCH_STAMP)
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m benchmarks.run --sections=contrib --merge \
 	  --out=benchmarks/results --report=BENCHMARKS.md
+
+# `make bench-tuning` (~17 min) measures the grid of communication period, moving rate and
+# rho of docs/TUNING.md (benchmarks/tuning.py) and rewrites benchmarks/results/tuning.* and
+# the generated block of docs/TUNING.md (the advice around it is kept).
+.PHONY: bench-tuning
+bench-tuning: $(BENCH_STAMP)
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m benchmarks.tuning --out=benchmarks/results \
+	  --report=docs/TUNING.md
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

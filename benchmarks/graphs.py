@@ -28,7 +28,12 @@ from benchmarks.copy_only import CopyOnlyElasticAverageOptimizer
 from benchmarks.naive_easgd import NaiveElasticAverageOptimizer
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 
-_EASGD = re.compile(r"^(naive-|copy-)?easgd-(\d+)(?:-alpha([0-9.]+))?(-remotecall)?$")
+#: EASGD configurations: the period, then optionally the moving rate and rho, each a number
+#: or `default` (the library's default: None), and `-remotecall`. Without `-rho`, rho is 0.
+_EASGD = re.compile(
+    r"^(naive-|copy-)?easgd-(\d+)(?:-alpha(default|[0-9.]+))?(?:-rho(default|[0-9.]+))?"
+    r"(-remotecall)?$"
+)
 BASELINES = ("local", "async", "sync")
 _OPTIMIZERS = {
     None: ElasticAverageOptimizer,
@@ -37,14 +42,21 @@ _OPTIMIZERS = {
 }
 
 
+def _number_or_default(text, absent):
+    """The number in `text`; None for "default" (the library's); `absent` without one."""
+    if text is None:
+        return absent
+    return None if text == "default" else float(text)
+
+
 def check_config(name):
     """Raises ValueError unless `name` is a known configuration."""
     if name not in BASELINES and not _EASGD.match(name):
         raise ValueError(
             f"Unknown configuration {name!r}; valid values are {list(BASELINES)}, "
-            "'easgd-P', 'easgd-P-alphaA', 'easgd-P-remotecall', 'naive-easgd-P' and "
-            "'copy-easgd-P' for a "
-            "period P >= 1 and a moving rate A."
+            "'easgd-P', 'easgd-P-alphaA', 'easgd-P-alphaA-rhoR', 'easgd-P-remotecall', "
+            "'naive-easgd-P' and 'copy-easgd-P' for a period P >= 1, a moving rate A and a "
+            "rho R (a number, or 'default' for the library's default)."
         )
 
 
@@ -132,7 +144,7 @@ def build(
                 worker_init += [sync.local_step_init_op]
             return Built(graph, train_op, chief_init, worker_init, params, sync, loss=loss)
 
-        variant, period, moving_rate, remote_call = _EASGD.match(config).groups()
+        variant, period, moving_rate, rho, remote_call = _EASGD.match(config).groups()
         getter = ElasticAverageCustomGetter(worker_device)
         with (
             tf.compat.v1.device(setter),
@@ -146,8 +158,8 @@ def build(
                 num_workers,
                 getter,
                 communication_period=int(period),
-                moving_rate=float(moving_rate) if moving_rate else None,
-                rho=0.0,
+                moving_rate=_number_or_default(moving_rate, None),
+                rho=_number_or_default(rho, 0.0),
             )
             loss = models.loss(spec, params, images, labels)
             train_op = opt.minimize(loss, global_step=global_step)

@@ -586,6 +586,11 @@ def render(results, plots):
         ]
         if "accuracy" in plots:
             out += [f"![learning curves]({plots['accuracy']})", ""]
+        out += [
+            "How to choose the period, the moving rate and rho, from a grid measured on this "
+            "set-up (`make bench-tuning`): [docs/TUNING.md](docs/TUNING.md).",
+            "",
+        ]
     if "overhead" in results:
         out += [
             "## 4. Per-step overhead",

@@ -188,8 +188,12 @@ class Worker:
         return {}
 
 
-def main(argv):
-    del argv  # Unused.
+def serve(worker_class):
+    """Runs this process's task, as the flags say: a ps serves, a worker takes commands.
+
+    Args:
+        worker_class: the class of the worker, `Worker` or a subclass of it.
+    """
     if FLAGS.world == "tf1":
         tf.compat.v1.disable_v2_behavior()
     cluster = json.loads(FLAGS.cluster)
@@ -200,9 +204,14 @@ def main(argv):
         reply({"ok": True, "ready": "ps", "target": server.target})
         threading.Event().wait()  # Serves until the driver kills this process.
         return
-    worker = Worker(cluster, FLAGS.index)
+    worker = worker_class(cluster, FLAGS.index)
     reply({"ok": True, "ready": "worker"})
     serve_commands(worker, sys.stdin, reply)
+
+
+def main(argv):
+    del argv  # Unused.
+    serve(Worker)
 
 
 if __name__ == "__main__":
