@@ -17,7 +17,8 @@ setuptools.setup(
     long_description=(HERE / "README.md").read_text(),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    python_requires=">=3.11",
+    # The unit tests pass on 3.10.13, 3.11.7, 3.12.1 and 3.13.0 (README.md, Install).
+    python_requires=">=3.10",
     packages=["tf_contrib_easgd"],
     install_requires=[
         "tensorflow>=2.15,<2.22",  # Tested: 2.15.1 (make test-tf215) and 2.21.0 (make test).
@@ -29,7 +30,9 @@ setuptools.setup(
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-timeout>=2.2", "portpicker>=1.6", "ruff==0.17.6"],
-        "demo": [],
+        # `tensorboard --logdir MODEL_DIR` (docs/TRAINING.md): TensorFlow up to 2.20 installs
+        # the matching tensorboard release; TensorFlow 2.21 no longer does (constraints pin it).
+        "tensorboard": ["tensorboard>=2.15,<2.22"],
         # tf_contrib_easgd.estimator: tf.estimator exists up to TensorFlow 2.15 only.
         "estimator": ["tensorflow>=2.15,<2.16", "tensorflow-estimator>=2.15,<2.16"],
         "bench": ["matplotlib>=3.5"],  # benchmarks/: the PNG plots of BENCHMARKS.md.
@@ -45,7 +48,12 @@ setuptools.setup(
         ]
     },
     classifiers=[
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3 :: Only",
+        "Programming Language :: Python :: 3.10",
         "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
 )

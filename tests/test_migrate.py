@@ -610,6 +610,35 @@ def test_cli_dry_run_with_unconverted_use_exits_1(tmp_path):
     assert not (tmp_path / "train.py.bak").exists()
 
 
+@pytest.mark.parametrize("module", [False, True], ids=["easgd-migrate --help", "python -m -h"])
+def test_cli_help_lists_the_flags_and_exits_0(tmp_path, module):
+    # absl's help exits with 1, which here would mean "some use could not be converted".
+    if module:
+        done = _cli("-h", cwd=tmp_path)
+    else:
+        script = os.path.join(os.path.dirname(sys.executable), "easgd-migrate")
+        assert os.path.exists(script), "install the package: pip install -e '.[test]'"
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        done = subprocess.run(
+            [script, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("easgd-migrate: moves TF1 scripts from tf.contrib.opt's")
+    assert "--[no]dry_run:" in done.stdout
+    assert "--[no]backup:" in done.stdout
+
+
+@pytest.mark.parametrize("spelling", ["--help", "-h", "-?", "--helpshort", "--helpfull"])
+def test_cli_every_help_flag_exits_0(spelling, capsys):
+    # In this process: the help flags exit before any flag of easgd-migrate is needed.
+    app.define_help_flags()  # As app.run does before it parses the flags.
+    with pytest.raises(SystemExit) as caught:
+        migrate._parse_flags(["easgd-migrate", spelling])
+    assert caught.value.code == 0
+    assert "--helpfull" in capsys.readouterr().out  # The help, on stdout.
+
+
 def test_cli_usage_errors_exit_2(tmp_path, monkeypatch):
     # In this process (a subprocess costs a TensorFlow import): absl's app.run exits with a
     # UsageError's exit code. The real command line exits 0 in test_legacy_example.py.

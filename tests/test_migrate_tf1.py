@@ -198,7 +198,7 @@ def test_layers_of_a_library_module_move_with_a_note(before, after):
     assert (
         'must set os.environ["TF_USE_LEGACY_KERAS"] = "1" before it first imports' in note.message
     )
-    assert "pip install 'tf_contrib_easgd[legacy-keras]'" in note.message
+    assert "pip install 'tf-keras==X.Y.*'" in note.message
 
 
 def test_layers_imported_from_tensorflow_with_other_names_gets_an_import_of_its_own():
@@ -252,7 +252,7 @@ def test_script_using_layers_sets_legacy_keras_before_tensorflow(before, after):
     assert not note.unconverted
     assert (after + migrated_body).splitlines()[note.line - 1].startswith("net = ")
     assert "The script sets TF_USE_LEGACY_KERAS=1 before it imports TensorFlow" in note.message
-    assert "pip install 'tf_contrib_easgd[legacy-keras]'" in note.message
+    assert "pip install 'tf-keras==X.Y.*'" in note.message
 
 
 def test_rnn_cells_need_the_switch_too_and_other_scripts_do_not():

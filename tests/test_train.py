@@ -15,7 +15,7 @@ import time
 
 import portpicker
 import pytest
-from absl import flags
+from absl import app, flags
 from absl.testing import flagsaver
 from conftest import wait_for_exit
 
@@ -262,19 +262,36 @@ def _env(**extra):
 
 def _console_script():
     path = os.path.join(os.path.dirname(sys.executable), "easgd-train")
-    assert os.path.exists(path), "install the package: pip install -e '.[test,demo]'"
+    assert os.path.exists(path), "install the package: pip install -e '.[test]'"
     return path
 
 
-def test_help_lists_every_flag():
+@pytest.mark.parametrize("module", [False, True], ids=["easgd-train --help", "python -m -h"])
+def test_help_lists_every_flag_and_exits_0(module):
+    # absl's help exits with 1, which easgd-train's exit codes reserve for "a task failed".
+    command = (
+        [sys.executable, "-m", "tf_contrib_easgd.train", "-h"]
+        if module
+        else [_console_script(), "--help"]
+    )
     result = subprocess.run(
-        [_console_script(), "--help"], capture_output=True, text=True, env=_env(),
-        timeout=PROCESS_TIMEOUT_SECS, check=False,
+        command, capture_output=True, text=True, env=_env(), timeout=PROCESS_TIMEOUT_SECS,
+        check=False,
     )  # fmt: skip
-    assert result.returncode == 1  # absl's --help exits with 1, as every absl program does.
+    assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("easgd-train: train a classifier with Elastic Averaging SGD")
     for name in train.FLAGS.get_key_flags_for_module(train):
         assert f"--{name.name}:" in result.stdout or f"--[no]{name.name}:" in result.stdout
+
+
+@pytest.mark.parametrize("spelling", ["--help", "-h", "-?", "--helpshort", "--helpfull"])
+def test_every_help_flag_exits_0(parse, spelling, capsys):
+    del parse  # Used for its clean-up of the flags.
+    app.define_help_flags()  # As app.run does before it parses the flags.
+    with pytest.raises(SystemExit) as caught:
+        train.parse_flags(["easgd-train", "--steps=5", spelling])
+    assert caught.value.code == 0
+    assert "--helpfull" in capsys.readouterr().out  # The help, on stdout.
 
 
 def test_a_bad_flag_exits_with_code_2(parse, capsys):

@@ -22,8 +22,9 @@ from tf_contrib_easgd._tf1_apis import from_module, within
 _KERAS2_APIS = ("tensorflow.compat.v1.layers", "tensorflow.compat.v1.nn.rnn_cell")
 LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
 _INSTALL = (
-    "install the tf-keras release matching your TensorFlow (pip install "
-    "'tf_contrib_easgd[legacy-keras]', or pip install 'tf-keras==X.Y.*' for TensorFlow X.Y)"
+    "install the tf-keras release matching your TensorFlow (pip install 'tf-keras==X.Y.*' "
+    "for TensorFlow X.Y, or this project's legacy-keras extra: pip install -c "
+    "constraints.txt '.[legacy-keras]' in its checkout)"
 )
 
 

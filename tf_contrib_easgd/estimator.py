@@ -53,7 +53,8 @@ def _import_estimator():
             f"tf_contrib_easgd.estimator needs tf.estimator, which TensorFlow {tf.__version__} "
             "does not have (TensorFlow 2.16 removed it). Use it with TensorFlow 2.15 and the "
             "Estimator package: pip install 'tensorflow==2.15.1' 'tensorflow-estimator==2.15.0' "
-            "(or pip install 'tf_contrib_easgd[estimator]'). On newer TensorFlow, train with "
+            "(or pip install -c constraints-tf215.txt '.[estimator]' in this project's "
+            "checkout). On newer TensorFlow, train with "
             "ElasticAverageOptimizer and its make_session_run_hook() in "
             "tf.compat.v1.train.MonitoredTrainingSession instead."
         ) from error

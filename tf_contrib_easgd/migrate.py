@@ -20,10 +20,11 @@ imports. Everything else TF 2 changed is `tf_upgrade_v2`'s job. Convert Python 2
 Python 3 first, run `tf_upgrade_v2` next, then this tool (see docs/MIGRATING.md). Running
 the tool twice changes nothing the second time.
 
-Exit status: 0 when everything was converted; 1 when some use could not be (each is listed
-on stderr as FILE:LINE: message, lines of the migrated file, with the hand edit to make); 2
-on a usage error or a file that cannot be read or parsed (Python 2 sources, tabs mixed with
-spaces and the empty files tf_upgrade_v2 leaves when it fails are explained).
+Exit status: 0 when everything was converted (and after the help: --help, -h, --helpshort,
+--helpfull); 1 when some use could not be (each is listed on stderr as FILE:LINE: message,
+lines of the migrated file, with the hand edit to make); 2 on a usage error or a file that
+cannot be read or parsed (Python 2 sources, tabs mixed with spaces and the empty files
+tf_upgrade_v2 leaves when it fails are explained).
 """
 
 import ast
@@ -346,6 +347,31 @@ def _main(argv):
     return run(paths, dry_run=flags.FLAGS.dry_run, backup=flags.FLAGS.backup)
 
 
+def _with_help_as_absl_spells_it(argv):
+    """Returns `argv` with each `-h` before any `--` replaced by `--help`, absl's name."""
+    argv = list(argv)
+    end = argv.index("--") if "--" in argv else len(argv)
+    return argv[:1] + ["--help" if arg == "-h" else arg for arg in argv[1:end]] + argv[end:]
+
+
+def _parse_flags(argv):
+    """Parses the flags as absl's `app.run` does, but the help exits with status 0.
+
+    absl's help flags (`--help`, `-?`, `--helpshort`, `--helpfull`, `--helpxml`; `-h` is
+    read as `--help`) print the help and exit with status 1, which here means "some use
+    could not be converted". They are the only flags that exit while flags are parsed.
+    """
+    argv = _with_help_as_absl_spells_it(argv)
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error:
+        return app.parse_flags_with_usage(argv)  # Reports the bad flag as absl always did.
+    except SystemExit as done:
+        if done.code == 1:  # absl's exit status after the help.
+            sys.exit(0)
+        raise
+
+
 def main(argv=None):
     """Entry point of `easgd-migrate` and `python -m tf_contrib_easgd.migrate`.
 
@@ -353,7 +379,7 @@ def main(argv=None):
         argv: the command line, program name first; defaults to `sys.argv`.
     """
     _define_flags()
-    app.run(_main, argv=argv)
+    app.run(_main, argv=argv, flags_parser=_parse_flags)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ with exit code 2 and a message naming the flag and the value.
     easgd-train --job_name=worker --task_index=1 \\
         --ps_hosts=ps0:2222 --worker_hosts=w0:2222,w1:2222 --model_dir=/shared/run1
 
-Exit codes: 0 done, 1 a task failed, 2 bad flags or TF_CONFIG or dataset, 130
-interrupted.
+Exit codes: 0 done (or the help printed: --help, -h, --helpshort, --helpfull), 1 a task
+failed, 2 bad flags or TF_CONFIG or dataset, 130 interrupted.
 """
 
 import dataclasses
@@ -123,7 +123,8 @@ flags.DEFINE_float(
     "rho",
     0.0,
     "Weight of the elastic penalty rho * ||x_i - centre||^2 / 2 in each worker's loss, "
-    ">= 0; 0 switches it off (advised for asynchronous training).",
+    ">= 0; 0 (the default) switches it off: a pull towards the centre as last read slowed "
+    "training in every configuration measured (docs/TUNING.md).",
 )
 flags.DEFINE_bool("synchronous", False, "Workers wait for each other once, before the first step.")
 flags.DEFINE_enum("model", "mlp", list(MODELS), "mlp: one hidden layer of 128; cnn: 2 conv.")
@@ -343,12 +344,12 @@ def run_local(plan, started_at, stream=None):
     stream = stream or sys.stderr
     config = plan.config
     try:
-        # Imported here: only local mode needs it, and the "demo" extra installs it.
+        # Imported here: only local mode needs it. A dependency of the package, so missing
+        # only when the package was installed without its dependencies.
         import portpicker  # noqa: PLC0415
     except ImportError:
         print(
-            "easgd-train: error: local mode needs portpicker: pip install "
-            "'tf_contrib_easgd[demo]' (or portpicker).",
+            "easgd-train: error: local mode needs portpicker: pip install 'portpicker>=1.6'.",
             file=stream,
         )
         return EXIT_FAILED
@@ -458,18 +459,34 @@ def run_task(plan, started_at, progress_format):
     return 0
 
 
+def _with_help_as_absl_spells_it(argv):
+    """Returns `argv` with each `-h` before any `--` replaced by `--help`, absl's name."""
+    argv = list(argv)
+    end = argv.index("--") if "--" in argv else len(argv)
+    return argv[:1] + ["--help" if arg == "-h" else arg for arg in argv[1:end]] + argv[end:]
+
+
 def parse_flags(argv):
-    """Parses `argv` into `FLAGS` as absl does, but a bad flag exits with code 2.
+    """Parses `argv` into `FLAGS` as absl does, but a bad flag exits with code 2, help with 0.
+
+    `--help` (also `-h`, `-?`, `--helpshort`), `--helpfull` and `--helpxml` print the help
+    and exit with code 0.
 
     Returns:
         The arguments that are not flags, the program name first.
     """
     try:
-        return FLAGS(argv)
+        return FLAGS(_with_help_as_absl_spells_it(argv))
     except flags.Error as error:
         print(f"easgd-train: error: {error}", file=sys.stderr)
         print("Run easgd-train --help to see every flag.", file=sys.stderr)
         sys.exit(EXIT_USAGE)
+    except SystemExit as done:
+        # absl's help flags, the only ones that exit while flags are parsed, print the help
+        # and exit with 1, which for easgd-train means "a task failed".
+        if done.code == 1:
+            sys.exit(0)
+        raise
 
 
 def process_started_at():
