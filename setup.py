@@ -43,8 +43,8 @@ setuptools.setup(
     },
     entry_points={
         "console_scripts": [
-            "easgd-migrate=tf_contrib_easgd.migrate:main",
-            "easgd-train=tf_contrib_easgd.train:main",
+            "easgd-migrate=tf_contrib_easgd.migrate.cli:main",
+            "easgd-train=tf_contrib_easgd.trainer.cli:main",
         ]
     },
     classifiers=[

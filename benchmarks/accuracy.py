@@ -11,7 +11,7 @@ import time
 import tensorflow as tf
 
 from benchmarks import graphs, models
-from tf_contrib_easgd import data
+from tf_contrib_easgd.trainer import data
 
 SPEC = models.DIGITS_MLP
 

@@ -3,8 +3,8 @@
     python -m benchmarks.rho_forms                        # the table of docs/MIGRATING.md
     python -m benchmarks.rho_forms --seeds=1 --steps=200  # a smoke run, well under a minute
 
-Trains easgd-train's MLP (tf_contrib_easgd/models.py) on scikit-learn's 8x8 digits
-(tf_contrib_easgd/data.py) with `ElasticAverageOptimizer` wrapping SGD, Momentum(0.9) or
+Trains easgd-train's MLP (tf_contrib_easgd/trainer/models.py) on scikit-learn's 8x8 digits
+(tf_contrib_easgd/trainer/data.py) with `ElasticAverageOptimizer` wrapping SGD, Momentum(0.9) or
 Adam, each with three elastic pulls between exchanges:
 
 - `gradient, default rho`: contrib's default, rho = moving_rate / learning_rate, its penalty

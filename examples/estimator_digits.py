@@ -28,13 +28,13 @@ import zlib
 import tensorflow as tf
 from absl import app, flags
 
-from tf_contrib_easgd import data
 from tf_contrib_easgd.estimator import (
     ElasticAverageEstimatorHelper,
     count_workers,
     exchanges_for,
     session_config,
 )
+from tf_contrib_easgd.trainer import data
 
 flags.DEFINE_string("model_dir", None, "Checkpoint directory, shared by all tasks.")
 flags.DEFINE_integer("local_steps", 300, "Local steps per worker; sets TrainSpec.max_steps.")

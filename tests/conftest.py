@@ -156,11 +156,11 @@ def easgd_train_tasks(flags, tasks=(("ps", 0), ("worker", 0), ("worker", 1)), nu
         num_workers: workers in the cluster.
     """
     # Imported here: at module level `cluster` would clash with the fixture of that name.
-    from tf_contrib_easgd import cluster, launcher  # noqa: PLC0415
+    from tf_contrib_easgd.trainer import cluster, launcher  # noqa: PLC0415
 
     ps_hosts = (f"localhost:{portpicker.pick_unused_port()}",)
     worker_hosts = tuple(f"localhost:{portpicker.pick_unused_port()}" for _ in range(num_workers))
-    command = (sys.executable, "-m", "tf_contrib_easgd.train", "--progress_format=json", *flags)
+    command = (sys.executable, "-m", "tf_contrib_easgd.trainer", "--progress_format=json", *flags)
     return [
         launcher.TaskSpec(
             job,

@@ -39,9 +39,9 @@ def migrate_source(source):
 
     Asserts that nothing was left unconverted.
     """
-    from tf_contrib_easgd import _codemod  # noqa: PLC0415
+    from tf_contrib_easgd.migrate import codemod  # noqa: PLC0415
 
-    migration = _codemod.migrate_source(source)
+    migration = codemod.migrate_source(source)
     assert not [f for f in migration.findings if f.unconverted]
     return migration.code
 

@@ -106,20 +106,29 @@ def test_every_python_file_is_listed_by_a_target(folder, path):
     )
 
 
-def test_package_is_one_public_library_listing_every_module():
+#: The package's targets: the library, its two programs, and the whole package.
+LAYERS = {"library": "", "trainer": "trainer/", "migrate": "migrate/"}
+
+
+def test_package_has_a_target_per_layer_listing_every_module():
+    # The library's modules sit in the package folder, each program's in its subfolder;
+    # the programs depend on the library, and `tf_contrib_easgd` on all three.
     build_file = _build_file(ROOT / PACKAGE)
     assert build_file, f"{PACKAGE}/BUILD is missing."
-    targets = _targets(build_file)
-    assert [rule for rule, _ in targets] == ["py_library"], targets
-    attrs = targets[0][1]
-    assert attrs["name"] == PACKAGE
-    assert attrs.get("visibility") == ["//visibility:public"]
-    modules = sorted(p.name for p in (ROOT / PACKAGE).glob("*.py"))
-    srcs = _srcs(attrs)
-    assert sorted(srcs) == modules, (
-        f"not listed: {sorted(set(modules) - set(srcs))}; "
-        f"listed but missing: {sorted(set(srcs) - set(modules))}"
-    )
+    targets = {attrs["name"]: attrs for rule, attrs in _targets(build_file)}
+    assert {rule for rule, _ in _targets(build_file)} == {"py_library"}
+    assert sorted(targets) == sorted([PACKAGE, *LAYERS])
+    assert sorted(targets[PACKAGE]["deps"]) == sorted(f":{layer}" for layer in LAYERS)
+    for layer, folder in LAYERS.items():
+        attrs = targets[layer]
+        assert attrs.get("visibility") == ["//visibility:public"]
+        modules = sorted(folder + p.name for p in (ROOT / PACKAGE / folder).glob("*.py"))
+        srcs = _srcs(attrs)
+        assert sorted(srcs) == modules, (
+            f"{layer}: not listed: {sorted(set(modules) - set(srcs))}; "
+            f"listed but missing: {sorted(set(srcs) - set(modules))}"
+        )
+        assert attrs.get("deps", []) == ([] if layer == "library" else [":library"])
 
 
 @pytest.mark.parametrize("test_file", TEST_FILES, ids=[p.name for p in TEST_FILES])

@@ -1,12 +1,12 @@
-"""Tests of tf_contrib_easgd.cluster: host lists, TF_CONFIG, roles, device filters."""
+"""Tests of tf_contrib_easgd.trainer.cluster: host lists, TF_CONFIG, roles, device filters."""
 
 import json
 
 import pytest
 import tensorflow as tf
 
-from tf_contrib_easgd import cluster
-from tf_contrib_easgd.cluster import ClusterConfigError
+from tf_contrib_easgd.trainer import cluster
+from tf_contrib_easgd.trainer.cluster import ClusterConfigError
 
 PS = "ps0.example.com:2222"
 W0, W1, W2 = "w0.example.com:2222", "w1.example.com:2222", "w2.example.com:2222"

@@ -1,11 +1,11 @@
-"""Tests of tf_contrib_easgd.data: the embedded digits, shards, batches, the .npz loader."""
+"""Tests of tf_contrib_easgd.trainer.data: the embedded digits, shards, batches, the .npz loader."""
 
 import os
 
 import numpy as np
 import pytest
 
-from tf_contrib_easgd import data
+from tf_contrib_easgd.trainer import data
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 from conftest import child_env, easgd_train_tasks
 
-from tf_contrib_easgd import data, launcher, models, progress
+from tf_contrib_easgd.trainer import data, launcher, models, progress
 
 STEPS = 200
 TIMEOUT_SECS = 240  # Three TensorFlow imports on 2 cores take ~30 s; training ~5 s.

@@ -4,7 +4,7 @@ tf.estimator exists up to TensorFlow 2.15 (with tensorflow-estimator); `make tes
 these tests there. On later TensorFlow only the ImportError test runs.
 
 The single-process tests train an MLP on scikit-learn's 8x8 digits (1442 training, 355 test
-images, `tf_contrib_easgd.data`). Plain SGD at learning rate 0.2, batch 32, one worker and
+images, `tf_contrib_easgd.trainer.data`). Plain SGD at learning rate 0.2, batch 32, one worker and
 tau = 4 reached 0.93 test accuracy after 400 local steps here; chance is 0.10, so the 0.85
 target tells a trained centre from a broken one with room to spare.
 """
@@ -22,7 +22,8 @@ import portpicker
 import pytest
 import tensorflow as tf
 
-from tf_contrib_easgd import GLOBAL_VARIABLE_NAME, data, launcher
+from tf_contrib_easgd import GLOBAL_VARIABLE_NAME
+from tf_contrib_easgd.trainer import data, launcher
 
 
 def _has_estimator():

@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 from conftest import child_env, easgd_train_tasks
 
-from tf_contrib_easgd import launcher, progress, task
+from tf_contrib_easgd.trainer import launcher, progress, task
 
 STEPS = 1000
 PERIOD = 10
@@ -257,7 +257,7 @@ def test_a_worker_gives_up_on_a_parameter_server_that_never_comes_up(tmp_path):
     ps = f"localhost:{portpicker.pick_unused_port()}"
     worker = f"localhost:{portpicker.pick_unused_port()}"
     command = [
-        sys.executable, "-m", "tf_contrib_easgd.train", "--job_name=worker", "--task_index=0",
+        sys.executable, "-m", "tf_contrib_easgd.trainer", "--job_name=worker", "--task_index=0",
         f"--ps_hosts={ps}", f"--worker_hosts={worker}", f"--model_dir={tmp_path}",
         "--timeout_secs=3",
     ]  # fmt: skip
@@ -273,7 +273,7 @@ def test_local_mode_restarts_a_crashed_worker(tmp_path):
     # easgd-train --max_restarts=1: the test kills worker 1 once it trains; the launcher
     # starts it again and the job succeeds.
     command = [
-        sys.executable, "-m", "tf_contrib_easgd.train", "--max_restarts=1", f"--steps={STEPS}",
+        sys.executable, "-m", "tf_contrib_easgd.trainer", "--max_restarts=1", f"--steps={STEPS}",
         "--log_every_steps=50", f"--model_dir={tmp_path}", f"--timeout_secs={TIMEOUT_SECS}",
         "--eval_every_steps=0",
     ]  # fmt: skip

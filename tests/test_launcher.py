@@ -1,4 +1,4 @@
-"""Tests of tf_contrib_easgd.launcher with small Python children (no TensorFlow in them)."""
+"""Tests of tf_contrib_easgd.trainer.launcher with small Python children (no TensorFlow in them)."""
 
 import contextlib
 import os
@@ -10,8 +10,8 @@ import time
 import pytest
 from conftest import process_alive, wait_for_exit
 
-from tf_contrib_easgd import launcher
-from tf_contrib_easgd.launcher import LocalCluster, TaskSpec
+from tf_contrib_easgd.trainer import launcher
+from tf_contrib_easgd.trainer.launcher import LocalCluster, TaskSpec
 
 LAUNCHER_PY = os.path.join(os.path.dirname(launcher.__file__), "launcher.py")
 

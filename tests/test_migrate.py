@@ -9,12 +9,13 @@ import textwrap
 import pytest
 from absl import app
 
-from tf_contrib_easgd import _codemod, migrate
+from tf_contrib_easgd.migrate import cli as migrate
+from tf_contrib_easgd.migrate import codemod
 
 
 def _migrate(source):
     """Migrates dedented `source`; returns the migrated text."""
-    return _codemod.migrate_source(textwrap.dedent(source)).code
+    return codemod.migrate_source(textwrap.dedent(source)).code
 
 
 def _expect(source, expected):
@@ -70,7 +71,7 @@ def test_attribute_through_every_kind_of_alias(imports, expression):
     assert "opt = tf_contrib_easgd.ElasticAverageOptimizer(sgd, 2, getter)\n" in result
     assert "import tf_contrib_easgd\n" in result
     assert "contrib" not in result.replace("tf_contrib_easgd", "")  # Unused import removed.
-    assert not [f for f in _codemod.migrate_source(result).findings if f.unconverted]
+    assert not [f for f in codemod.migrate_source(result).findings if f.unconverted]
 
 
 def test_dotted_contrib_import_keeps_binding_tensorflow():
@@ -223,7 +224,7 @@ def test_mixed_import_is_split_and_the_rest_reported():
         opt = ElasticAverageOptimizer(LazyAdamOptimizer(0.1), 2, getter)
         """
     )
-    migration = _codemod.migrate_source(source)
+    migration = codemod.migrate_source(source)
     assert migration.code == textwrap.dedent(
         """\
         from tensorflow.contrib.opt import LazyAdamOptimizer
@@ -250,7 +251,7 @@ def test_other_contrib_uses_are_reported_with_lines_of_the_migrated_file():
         net = tf.contrib.layers.fully_connected(x, 10)
         """
     )
-    migration = _codemod.migrate_source(source)
+    migration = codemod.migrate_source(source)
     # One line was added (the import), so the contrib.layers call is on line 5 now.
     assert migration.code.splitlines()[4] == "net = tf.contrib.layers.fully_connected(x, 10)"
     [finding] = [f for f in migration.findings if f.unconverted]
@@ -260,13 +261,13 @@ def test_other_contrib_uses_are_reported_with_lines_of_the_migrated_file():
 
 def test_source_without_contrib_is_unchanged():
     source = "import tensorflow as tf\n\nx = tf.constant(1)  # odd   spacing\n"
-    migration = _codemod.migrate_source(source)
-    assert migration == _codemod.Migration(code=source, findings=())
+    migration = codemod.migrate_source(source)
+    assert migration == codemod.Migration(code=source, findings=())
 
 
 def test_non_string_source_is_a_type_error():
     with pytest.raises(TypeError, match="source must be a str, got bytes"):
-        _codemod.migrate_source(b"import tensorflow")
+        codemod.migrate_source(b"import tensorflow")
 
 
 # --- tf.device with a device function ---------------------------------------------------------
@@ -307,10 +308,10 @@ def test_device_function_needs_compat_v1_device(argument, converted):
             pass
         """
     )
-    result = _codemod.migrate_source(source).code
+    result = codemod.migrate_source(source).code
     call = "tf.compat.v1.device" if converted else "tf.device"
     assert result == source.replace("tf.device(", f"{call}(")
-    assert _codemod.migrate_source(result).code == result
+    assert codemod.migrate_source(result).code == result
 
 
 def test_device_imported_by_name_and_v1_device_left_alone():
@@ -371,7 +372,7 @@ def test_disable_v2_behavior_added_once_after_the_imports():
 
 def test_windows_line_endings_are_kept():
     source = SCRIPT.replace("\n", "\r\n")
-    result = _codemod.migrate_source(source).code
+    result = codemod.migrate_source(source).code
     assert "tf.compat.v1.disable_v2_behavior()\r\n" in result
     assert "\n" not in result.replace("\r\n", "")
 
@@ -471,7 +472,7 @@ def test_migrated_library_module_gets_a_note_not_the_switch():
             return tf.contrib.opt.ElasticAverageOptimizer(tf.get_variable("w", [1]), 1, getter)
         """
     )
-    migration = _codemod.migrate_source(source)
+    migration = codemod.migrate_source(source)
     assert "disable_v2_behavior" not in migration.code
     [note] = migration.findings
     assert not note.unconverted

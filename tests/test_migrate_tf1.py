@@ -16,7 +16,8 @@ import textwrap
 
 import pytest
 
-from tf_contrib_easgd import _codemod, _hand_edits, migrate
+from tf_contrib_easgd.migrate import cli as migrate
+from tf_contrib_easgd.migrate import codemod, hand_edits
 
 # tf.compat.v1.layers needs Keras 2 on TensorFlow 2.16 and later: the `legacy-keras` extra.
 HAS_TF_KERAS = importlib.util.find_spec("tf_keras") is not None
@@ -33,9 +34,9 @@ def _expect(source, expected, findings=None):
     Returns:
         The findings.
     """
-    migration = _codemod.migrate_source(textwrap.dedent(source))
+    migration = codemod.migrate_source(textwrap.dedent(source))
     assert migration.code == textwrap.dedent(expected)
-    again = _codemod.migrate_source(migration.code)
+    again = codemod.migrate_source(migration.code)
     assert again.code == migration.code
     if findings is not None:
         assert [(f.line, f.unconverted) for f in migration.findings] == findings
@@ -148,7 +149,7 @@ def test_internal_variables_module_without_a_tensorflow_import():
     ],
 )
 def test_variable_left_alone(source):
-    assert _codemod.migrate_source(source).code == source
+    assert codemod.migrate_source(source).code == source
 
 
 # --- tf.layers -> tf.compat.v1.layers, and TF_USE_LEGACY_KERAS for scripts ---------------------
@@ -258,9 +259,9 @@ def test_script_using_layers_sets_legacy_keras_before_tensorflow(before, after):
 def test_rnn_cells_need_the_switch_too_and_other_scripts_do_not():
     source = "import tensorflow as tf\n\ncell = tf.compat.v1.nn.rnn_cell.LSTMCell(8)\n"
     main = "\nif __name__ == '__main__':\n    pass\n"
-    assert KERAS_LINES in _codemod.migrate_source(source + main).code
+    assert KERAS_LINES in codemod.migrate_source(source + main).code
     plain = "import tensorflow as tf\n\nx = tf.constant(1)\n" + main
-    assert _codemod.migrate_source(plain).code == plain
+    assert codemod.migrate_source(plain).code == plain
 
 
 # --- TF1 summaries in graph modules ------------------------------------------------------------
@@ -346,7 +347,7 @@ def test_summary_ops_stay_where_tf2_summaries_are_used(tf2_use):
         "import tensorflow as tf\n\nx = tf.compat.v1.placeholder(tf.float32)\n"
         f'tf.summary.scalar("x", x)\n{tf2_use}\n'
     )
-    assert _codemod.migrate_source(source).code == source
+    assert codemod.migrate_source(source).code == source
 
 
 # --- Local copies of contrib's module ---------------------------------------------------------
@@ -479,7 +480,7 @@ def test_a_subclass_of_ours_is_not_a_copy():
         "import tf_contrib_easgd\n\n\n"
         "class ElasticAverageOptimizer(tf_contrib_easgd.ElasticAverageOptimizer):\n    pass\n"
     )
-    assert _codemod.migrate_source(source).findings == ()
+    assert codemod.migrate_source(source).findings == ()
 
 
 # --- Hand edits for the other tf.contrib uses -------------------------------------------------
@@ -527,7 +528,7 @@ def test_every_name_in_the_hand_edits_exists_in_tensorflow(tmp_path):
     names = sorted(
         {
             name
-            for text in _hand_edits.HAND_EDITS.values()
+            for text in hand_edits.HAND_EDITS.values()
             for name in re.findall(r"\btf(?:\.\w+)+", text)
             if not name.startswith("tf.contrib")
         }
@@ -698,9 +699,9 @@ def test_tf1_script_runs_after_both_tools(tmp_path):
     before, after = tmp_path / "before.py", tmp_path / "after.py"
     before.write_text(TF1_SCRIPT)
     ast_edits.ASTCodeUpgrader(tf_upgrade_v2.TFAPIChangeSpec()).process_file(str(before), str(after))
-    migration = _codemod.migrate_source(after.read_text())
+    migration = codemod.migrate_source(after.read_text())
     assert not [f for f in migration.findings if f.unconverted]
-    assert _codemod.migrate_source(migration.code).code == migration.code
+    assert codemod.migrate_source(migration.code).code == migration.code
     done = _python(migration.code, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "runs 5 internal int32 tags ['loss']"

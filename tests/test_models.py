@@ -1,4 +1,4 @@
-"""Tests of tf_contrib_easgd.models: the MLP and CNN, and evaluating a saved plain model."""
+"""Tests of tf_contrib_easgd.trainer.models: the MLP and CNN, and evaluating a saved plain model."""
 
 import numpy as np
 import pytest

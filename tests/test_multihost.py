@@ -26,7 +26,7 @@ import pytest
 import tensorflow as tf
 from conftest import child_env
 
-from tf_contrib_easgd import launcher, progress
+from tf_contrib_easgd.trainer import launcher, progress
 
 STEPS = 1500
 PERIOD = 10
@@ -166,7 +166,7 @@ def _task(network, tmp_path, job, index, host):
     """The `TaskSpec` of one task, run in the namespace of `host`."""
     argv = (
         "ip", "netns", "exec", network.namespace(host),
-        sys.executable, "-m", "tf_contrib_easgd.train", "--cluster=task",
+        sys.executable, "-m", "tf_contrib_easgd.trainer", "--cluster=task",
         f"--job_name={job}", f"--task_index={index}",
         f"--ps_hosts={network.address('ps0')}:{PORT}",
         f"--worker_hosts={network.address('w0')}:{PORT},{network.address('w1')}:{PORT}",

@@ -1,11 +1,11 @@
-"""Tests of tf_contrib_easgd.progress: event lines, their text, the local progress display."""
+"""Tests of tf_contrib_easgd.trainer.progress: event lines, their text, the live display."""
 
 import io
 import json
 
 import pytest
 
-from tf_contrib_easgd import progress
+from tf_contrib_easgd.trainer import progress
 
 PROGRESS = {
     "event": "progress",

@@ -161,7 +161,7 @@ def test_the_chief_keeps_a_centre_the_ps_holds(world, cluster, container, tmp_pa
         np.testing.assert_array_equal(session.run(restarted.read_centre), [7.0, 8.0])
         # The hook copied the kept centre into the worker: it is 0 away from it.
         assert session.run(restarted.distance) == 0.0
-    assert hows == [(sessions.KEPT, None)]
+    assert hows == [(tf_contrib_easgd.CentreKeepingScaffold.KEPT, None)]
 
 
 @pytest.mark.cluster
@@ -186,7 +186,7 @@ def test_the_chief_restores_a_centre_the_ps_lost(world, cluster, container, tmp_
         centre, step = session.run([restarted.read_centre, restarted.global_step])
     np.testing.assert_allclose(centre, [4.075, 5.075], rtol=1e-6)
     assert step == 1
-    assert hows == [(sessions.RESTORED, checkpoint)]
+    assert hows == [(tf_contrib_easgd.CentreKeepingScaffold.RESTORED, checkpoint)]
 
 
 @pytest.mark.cluster

@@ -1,4 +1,4 @@
-"""Tests of tf_contrib_easgd.task: the worker graph, and whole jobs run in threads.
+"""Tests of tf_contrib_easgd.trainer.task: the worker graph, and whole jobs run in threads.
 
 The jobs here run every task of a small cluster in one process (a thread per task, each
 with its own gRPC server on a loopback port and its own graph, as between-graph
@@ -18,7 +18,8 @@ import pytest
 import tensorflow as tf
 
 import tf_contrib_easgd
-from tf_contrib_easgd import cluster, models, progress, task, train
+from tf_contrib_easgd.trainer import cli as train
+from tf_contrib_easgd.trainer import cluster, models, progress, task
 
 JOB_TIMEOUT_SECS = 120
 
@@ -175,7 +176,7 @@ def test_a_job_trains_exports_and_evaluates_the_centre(tmp_path, synchronous):
 
 
 def _test_split():
-    from tf_contrib_easgd import data  # noqa: PLC0415
+    from tf_contrib_easgd.trainer import data  # noqa: PLC0415
 
     digits = data.load_digits()
     return digits.x_test, digits.y_test

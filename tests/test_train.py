@@ -1,4 +1,4 @@
-"""Tests of easgd-train (tf_contrib_easgd.train): flags, TF_CONFIG, local and task mode.
+"""Tests of easgd-train (tf_contrib_easgd.trainer.cli): flags, TF_CONFIG, local and task mode.
 
 Flag checks run in this process. The tests marked e2e start real ps/worker processes:
 local mode through the command line, task mode from TF_CONFIG with processes the test
@@ -19,7 +19,8 @@ from absl import app, flags
 from absl.testing import flagsaver
 from conftest import wait_for_exit
 
-from tf_contrib_easgd import cluster, launcher, progress, train
+from tf_contrib_easgd.trainer import cli as train
+from tf_contrib_easgd.trainer import cluster, launcher, progress
 
 # A process imports TensorFlow in ~10-15 s on the 2-core CI machine, three at once in
 # ~30 s; training a few hundred steps adds seconds. No test here comes near these bounds
@@ -270,7 +271,7 @@ def _console_script():
 def test_help_lists_every_flag_and_exits_0(module):
     # absl's help exits with 1, which easgd-train's exit codes reserve for "a task failed".
     command = (
-        [sys.executable, "-m", "tf_contrib_easgd.train", "-h"]
+        [sys.executable, "-m", "tf_contrib_easgd.trainer", "-h"]
         if module
         else [_console_script(), "--help"]
     )
@@ -306,7 +307,7 @@ def test_a_bad_flag_exits_with_code_2(parse, capsys):
 
 def test_a_bad_tf_config_exits_with_code_2_before_anything_starts():
     result = subprocess.run(
-        [sys.executable, "-m", "tf_contrib_easgd.train"], capture_output=True, text=True,
+        [sys.executable, "-m", "tf_contrib_easgd.trainer"], capture_output=True, text=True,
         env=_env(TF_CONFIG='{"cluster": 1}'), timeout=PROCESS_TIMEOUT_SECS, check=False,
     )  # fmt: skip
     assert result.returncode == 2
@@ -360,7 +361,7 @@ def _tf_config_tasks(tmp_path, steps):
     """
     hosts = {job: [f"localhost:{portpicker.pick_unused_port()}"] for job in ("chief", "ps")}
     command = (
-        sys.executable, "-m", "tf_contrib_easgd.train", f"--steps={steps}",
+        sys.executable, "-m", "tf_contrib_easgd.trainer", f"--steps={steps}",
         "--log_every_steps=50", f"--model_dir={tmp_path}", "--progress_format=json",
         "--timeout_secs=120",
     )  # fmt: skip

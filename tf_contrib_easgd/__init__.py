@@ -1,43 +1,41 @@
 """Elastic Averaging SGD for TensorFlow 2.x graph mode, compatible with tf.contrib.opt.
 
 A drop-in replacement for `tf.contrib.opt.ElasticAverageOptimizer` and
-`tf.contrib.opt.ElasticAverageCustomGetter`, built on `tf.compat.v1`.
+`tf.contrib.opt.ElasticAverageCustomGetter`, built on `tf.compat.v1`, with the pieces a
+between-graph job needs to start, end and recover. The names below load their module,
+and TensorFlow with it, when first used: `import tf_contrib_easgd` alone, and the
+command-line tools' `--help`, import no TensorFlow. docs/DESIGN.md shows how the parts fit.
 """
 
-from tf_contrib_easgd.completion import (
-    FinishedWorkers,
-    TrainingCompletion,
-    serve_until_done,
-    stop_parameter_servers,
-)
-from tf_contrib_easgd.custom_getter import (
-    GLOBAL_STEP,
-    GLOBAL_VARIABLE_NAME,
-    LOCAL_VARIABLE_NAME,
-    ElasticAverageCustomGetter,
-)
-from tf_contrib_easgd.hook import ElasticAverageOptimizerHook
-from tf_contrib_easgd.optimizer import ElasticAverageOptimizer
-from tf_contrib_easgd.penalty import ElasticPenaltyWarning
-from tf_contrib_easgd.recovery import (
-    is_recoverable_error,
-    train_with_recovery,
-    wait_until_reachable,
-)
-from tf_contrib_easgd.sessions import (
-    CentreKeepingScaffold,
-    CentreWaitingSessionCreator,
-    MonitoredTrainingSession,
-    centre_readiness_tensor,
-    wait_for_centre,
-)
+import importlib
 
 __version__ = "0.1.0"
 
+#: Each public name and the module that defines it.
+_PUBLIC = {
+    "GLOBAL_STEP": "custom_getter",
+    "GLOBAL_VARIABLE_NAME": "custom_getter",
+    "LOCAL_VARIABLE_NAME": "custom_getter",
+    "ElasticAverageCustomGetter": "custom_getter",
+    "ElasticAverageOptimizer": "optimizer",
+    "ElasticAverageOptimizerHook": "hook",
+    "ElasticPenaltyWarning": "penalty",
+    "CentreKeepingScaffold": "sessions",
+    "CentreWaitingSessionCreator": "sessions",
+    "MonitoredTrainingSession": "sessions",
+    "centre_readiness_tensor": "sessions",
+    "wait_for_centre": "sessions",
+    "FinishedWorkers": "completion",
+    "TrainingCompletion": "completion",
+    "serve_until_done": "completion",
+    "stop_parameter_servers": "completion",
+    "is_recoverable_error": "recovery",
+    "train_with_recovery": "recovery",
+    "wait_until_reachable": "recovery",
+}
+
 __all__ = [
-    "GLOBAL_STEP",
-    "GLOBAL_VARIABLE_NAME",
-    "LOCAL_VARIABLE_NAME",
+    "__version__",
     "CentreKeepingScaffold",
     "CentreWaitingSessionCreator",
     "ElasticAverageCustomGetter",
@@ -45,9 +43,11 @@ __all__ = [
     "ElasticAverageOptimizerHook",
     "ElasticPenaltyWarning",
     "FinishedWorkers",
+    "GLOBAL_STEP",
+    "GLOBAL_VARIABLE_NAME",
+    "LOCAL_VARIABLE_NAME",
     "MonitoredTrainingSession",
     "TrainingCompletion",
-    "__version__",
     "centre_readiness_tensor",
     "is_recoverable_error",
     "serve_until_done",
@@ -56,3 +56,16 @@ __all__ = [
     "wait_for_centre",
     "wait_until_reachable",
 ]
+
+
+def __getattr__(name):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tf_contrib_easgd' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"tf_contrib_easgd.{module}"), name)
+    globals()[name] = value  # Later lookups skip this function.
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *_PUBLIC})

@@ -27,9 +27,6 @@ _NO_ANSWER = "(no answer from the parameter servers)"
 #: local steps, by design.
 _STILL_STEP_WARNING = "It seems that global step (tf.train.get_global_step) has not been"
 
-#: What `CentreKeepingScaffold` did when the chief's session was created.
-KEPT, RESTORED, INITIALISED = "kept", "restored", "initialised"
-
 
 def centre_readiness_tensor(graph=None):
     """Returns a string tensor naming the global variables not yet initialised.
@@ -159,6 +156,9 @@ class CentreKeepingScaffold(tf.compat.v1.train.Scaffold):
     there is none. Arguments as `tf.compat.v1.train.Scaffold`'s, plus `on_centre_ready`.
     """
 
+    #: What the scaffold did when the chief's session was created (`on_centre_ready`).
+    KEPT, RESTORED, INITIALISED = "kept", "restored", "initialised"
+
     def __init__(self, *args, on_centre_ready=None, **kwargs):
         """Creates the scaffold.
 
@@ -205,19 +205,19 @@ class CentreKeepingScaffold(tf.compat.v1.train.Scaffold):
 
     def _initialise_unless_held(self, session):
         if self.centre_is_held(session):
-            self.report(session, KEPT, None)
+            self.report(session, self.KEPT, None)
             return
         session.run(self._init_op, feed_dict=self._init_feed_dict)
         if self._init_fn is not None:
             self._init_fn(session)
-        self.report(session, INITIALISED, None)
+        self.report(session, self.INITIALISED, None)
 
     def report(self, session, how, checkpoint):
         """Logs how the centre was set up and calls `on_centre_ready`, if given."""
         messages = {
-            KEPT: "Kept the centre the parameter servers hold.",
-            RESTORED: f"Restored the centre from {checkpoint}.",
-            INITIALISED: "Initialised the centre.",
+            self.KEPT: "Kept the centre the parameter servers hold.",
+            self.RESTORED: f"Restored the centre from {checkpoint}.",
+            self.INITIALISED: "Initialised the centre.",
         }
         tf.compat.v1.logging.info(messages[how])
         if self._on_centre_ready is not None:
@@ -237,10 +237,10 @@ class _CentreKeepingSaver:
     def restore(self, sess, save_path):
         """Restores `save_path`, unless every global variable is initialised already."""
         if self._scaffold.centre_is_held(sess):
-            self._scaffold.report(sess, KEPT, None)
+            self._scaffold.report(sess, self._scaffold.KEPT, None)
             return
         self._saver.restore(sess, save_path)
-        self._scaffold.report(sess, RESTORED, save_path)
+        self._scaffold.report(sess, self._scaffold.RESTORED, save_path)
 
     def __getattr__(self, name):
         return getattr(self._saver, name)

@@ -11,7 +11,7 @@ folder, so it is never left half-written), its original kept beside it as `FILE.
 existing `.bak` is never overwritten); `--nobackup` skips that. `--dry_run` writes nothing
 and prints a unified diff instead; findings are listed either way.
 
-What is rewritten is described in `tf_contrib_easgd._codemod`; in short: contrib's EASGD
+What is rewritten is described in `tf_contrib_easgd.migrate.codemod`; in short: contrib's EASGD
 names through any alias of `tensorflow` or of contrib's modules, or from a local copy of
 contrib's module; `tf.device(<device function>)` (which TF 2 refuses); `tf.layers` (with
 the Keras 2 switch it needs); and, in modules that build TF1 graphs, `tf.Variable`, TF1's
@@ -41,7 +41,7 @@ import tempfile
 import libcst
 from absl import app, flags
 
-from tf_contrib_easgd import _codemod
+from tf_contrib_easgd.migrate import codemod
 
 EXIT_OK = 0
 EXIT_UNCONVERTED = 1
@@ -237,7 +237,7 @@ def migrate_file(path, dry_run=False, backup=True):
     if python2:
         raise problem
     try:
-        migration = _codemod.migrate_source(old_code)
+        migration = codemod.migrate_source(old_code)
     except libcst.ParserSyntaxError as error:
         # When both fail, Python's message is the clearer one. Python failing alone (on
         # syntax newer than this interpreter's) does not stop the migration.

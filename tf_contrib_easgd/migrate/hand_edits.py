@@ -1,6 +1,6 @@
 """The hand edits easgd-migrate names for tf.contrib uses it cannot convert.
 
-A helper of `tf_contrib_easgd._contrib_names`: for the contrib APIs TF1 scripts used most,
+A helper of `tf_contrib_easgd.migrate.contrib_names`: for the contrib APIs TF1 scripts used most,
 what to write instead on TensorFlow 2 (tests/test_migrate_tf1.py checks that every `tf.*`
 name in these texts exists in the installed TensorFlow).
 """

@@ -43,9 +43,9 @@ import libcst as cst
 import libcst.matchers
 from libcst.metadata import MetadataWrapper, QualifiedNameProvider
 
-from tf_contrib_easgd import _contrib_names as names
-from tf_contrib_easgd import _legacy_keras, _tf1_apis
-from tf_contrib_easgd._contrib_names import PACKAGE, RENAMES, Finding
+from tf_contrib_easgd.migrate import contrib_names as names
+from tf_contrib_easgd.migrate import legacy_keras, tf1_apis
+from tf_contrib_easgd.migrate.contrib_names import PACKAGE, RENAMES, Finding
 
 # TF1 APIs that only work while building a graph (after `tensorflow.` or
 # `tensorflow.compat.v1.`). A script using one of them, or EASGD, needs graph mode.
@@ -85,7 +85,7 @@ class Migration:
 
     Attributes:
         code: the migrated source text (equal to the input when nothing changed).
-        findings: `_contrib_names.Finding`s, what could not be converted, in line order.
+        findings: `contrib_names.Finding`s, what could not be converted, in line order.
     """
 
     code: str
@@ -108,19 +108,19 @@ def migrate_source(source):
     if not isinstance(source, str):
         raise TypeError(f"source must be a str, got {type(source).__name__}: {source!r:.80}")
     module = cst.parse_module(source)
-    scan = _tf1_apis.Scan.of(module)
+    scan = tf1_apis.Scan.of(module)
     if scan.copy_class_line:
         return Migration(code=source, findings=(Finding(scan.copy_class_line, _COPY_NOTE),))
     facts = _Facts.of(module)
     facts.builds_graphs |= bool(scan.copies)
-    needs = _tf1_apis.ImportNeeds(facts.module_aliases)
-    legacy = _tf1_apis.LegacyApiRewriter(scan, needs, facts.builds_graphs)
+    needs = tf1_apis.ImportNeeds(facts.module_aliases)
+    legacy = tf1_apis.LegacyApiRewriter(scan, needs, facts.builds_graphs)
     module = MetadataWrapper(module).visit(legacy)
     module = MetadataWrapper(module).visit(_Rewriter(facts, needs))
     module = names.remove_unused_contrib_imports(module, copies=scan.copies)
     module = _insert_after_imports(module, facts, needs)
-    module, findings = _legacy_keras.ensure_legacy_keras(module, facts.is_script)
-    to_final = _tf1_apis.line_mapper(source, module.code)
+    module, findings = legacy_keras.ensure_legacy_keras(module, facts.is_script)
+    to_final = tf1_apis.line_mapper(source, module.code)
     findings += [
         dataclasses.replace(finding, line=to_final(finding.line))
         for finding in legacy.findings + legacy.copy_findings()

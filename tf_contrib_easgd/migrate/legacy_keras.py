@@ -1,7 +1,7 @@
 # ruff: noqa: N802 -- libcst dispatches on the node class names: visit_Name, ...
 """The Keras 2 switch of migrated scripts that use `tf.compat.v1.layers`.
 
-A helper of `tf_contrib_easgd._codemod`: on TensorFlow 2.16 and later the TF1 layers (and
+A helper of `tf_contrib_easgd.migrate.codemod`: on TensorFlow 2.16 and later the TF1 layers (and
 RNN cells) refuse to run under Keras 3 unless the tf-keras package is installed and
 `TF_USE_LEGACY_KERAS=1` is set before TensorFlow is first imported. `ensure_legacy_keras`
 sets it at the top of a script that needs it, or notes what a library module's program must
@@ -15,8 +15,8 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
 
-from tf_contrib_easgd._contrib_names import Finding
-from tf_contrib_easgd._tf1_apis import from_module, within
+from tf_contrib_easgd.migrate.contrib_names import Finding
+from tf_contrib_easgd.migrate.tf1_apis import from_module, within
 
 # TF1 APIs that need Keras 2 (the tf-keras package) on TensorFlow 2.16 and later.
 _KERAS2_APIS = ("tensorflow.compat.v1.layers", "tensorflow.compat.v1.nn.rnn_cell")

@@ -26,16 +26,17 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from tf_contrib_easgd import data, models
-from tf_contrib_easgd.completion import TrainingCompletion, serve_until_done
-from tf_contrib_easgd.custom_getter import ElasticAverageCustomGetter
-from tf_contrib_easgd.optimizer import ElasticAverageOptimizer
-from tf_contrib_easgd.recovery import first_line, train_with_recovery, wait_until_reachable
-from tf_contrib_easgd.sessions import (
-    RESTORED,
+from tf_contrib_easgd import (
     CentreKeepingScaffold,
     CentreWaitingSessionCreator,
+    ElasticAverageCustomGetter,
+    ElasticAverageOptimizer,
+    TrainingCompletion,
+    serve_until_done,
+    train_with_recovery,
+    wait_until_reachable,
 )
+from tf_contrib_easgd.trainer import data, models
 
 #: The optimizers `make_optimizer` builds (the `--optimizer` choices).
 OPTIMIZERS = ("sgd", "momentum", "nesterov", "adam", "adagrad", "rmsprop")
@@ -278,7 +279,7 @@ def run_worker(task, config, reporter, started_at):
             # lost it; every worker then starts again from the centre.
             state.recoveries += 1
             reporter.event(
-                "recovering", step=state.step, error=f"{type(error).__name__}: {first_line(error)}"
+                "recovering", step=state.step, error=f"{type(error).__name__}: {_first_line(error)}"
             )
 
         outcome = train_with_recovery(
@@ -431,7 +432,7 @@ def _record_centre_set_up(session, how, checkpoint, g, state):
 
     After a restore, the step and a digest of the centre read right after it.
     """
-    if how != RESTORED:
+    if how != CentreKeepingScaffold.RESTORED:
         state.restored = {"restored_from": None}
         return
     step, centre = session.run([g.global_step, _centre_by_name(g)])
@@ -621,3 +622,9 @@ def write_summary(model_dir, summary):
         file.write("\n")
     os.replace(partial, path)
     return path
+
+
+def _first_line(error):
+    """The first line of an error's message, for a progress event."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else ""

@@ -1,7 +1,7 @@
 # ruff: noqa: N802 -- libcst dispatches on the node class names: leave_Call, visit_Name, ...
 """TF1 APIs that TF 2 keeps under other names, and local copies of contrib's EASGD module.
 
-Helpers of `tf_contrib_easgd._codemod` (whose docstring lists what they rewrite and why):
+Helpers of `tf_contrib_easgd.migrate.codemod` (whose docstring lists what they rewrite and why):
 `Scan` and `LegacyApiRewriter` for `tf.Variable`, `tf.layers`, TF1's `tf.summary` and EASGD
 names imported from a local copy of contrib's module (the Keras 2 switch that `tf.layers`
 needs is `_legacy_keras`'s); `line_mapper` to carry line numbers from one version of a text
@@ -21,8 +21,8 @@ from libcst.metadata import (
     QualifiedNameSource,
 )
 
-from tf_contrib_easgd import _contrib_names as names
-from tf_contrib_easgd._contrib_names import PACKAGE, Finding
+from tf_contrib_easgd.migrate import contrib_names as names
+from tf_contrib_easgd.migrate.contrib_names import PACKAGE, Finding
 
 # Names of contrib's elastic_average_optimizer module -> this package's.
 COPY_NAMES = {

@@ -1,7 +1,7 @@
 # ruff: noqa: N802 -- libcst dispatches on the node class names: visit_Name, leave_Import, ...
 """contrib's EASGD names, and what is left of tf.contrib in a module after the rewrite.
 
-Helpers of `tf_contrib_easgd._codemod`: qualified names (through any import alias, with
+Helpers of `tf_contrib_easgd.migrate.codemod`: qualified names (through any import alias, with
 `tensorflow.compat.v1.X` read as `tensorflow.X`), the removal of contrib imports that the
 rewrite left unused, and the findings listing every other use of tf.contrib (and imports of
 `tensorflow.examples`, which TF 2's pip package lacks), with the hand edit to make for the
@@ -14,7 +14,7 @@ import libcst as cst
 import libcst.helpers
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
 
-from tf_contrib_easgd import _hand_edits
+from tf_contrib_easgd.migrate import hand_edits
 
 PACKAGE = "tf_contrib_easgd"
 
@@ -317,7 +317,7 @@ def leftover_findings(module):
     """Lists what is left of tf.contrib in `module`: imports, then uses, in line order.
 
     Imports of `tensorflow.examples` are listed too. Each finding names the hand edit to
-    make when `_hand_edits.HAND_EDITS` has one for the name.
+    make when `hand_edits.HAND_EDITS` has one for the name.
 
     Args:
         module: the migrated `libcst.Module`.
@@ -339,7 +339,7 @@ def leftover_findings(module):
                 Finding(
                     positions[node].start.line,
                     f"`{code}` fails on TF 2, which has no {gone}: "
-                    + (_hand_edits.hand_edit(path) or "replace what it imports."),
+                    + (hand_edits.hand_edit(path) or "replace what it imports."),
                 )
             )
     findings += [
@@ -348,7 +348,7 @@ def leftover_findings(module):
             f"`{wrapper.module.code_for_node(node)}` ({name}) was not converted: TF 2 has no "
             "tf.contrib; "
             + (
-                _hand_edits.hand_edit(name)
+                hand_edits.hand_edit(name)
                 or f"{PACKAGE} replaces only Elastic Averaging SGD: find the TF 2 counterpart "
                 "in TensorFlow's migration guide, or port what it did by hand."
             ),

@@ -28,7 +28,7 @@ import time
 from absl import app, flags
 from absl import logging as absl_logging
 
-from tf_contrib_easgd import cluster, data, launcher, progress
+from tf_contrib_easgd.trainer import cluster, data, launcher, progress
 
 #: The `--model` choices (`models.MODELS`; repeated so that flag parsing needs no
 #: TensorFlow).
@@ -356,7 +356,7 @@ def run_local(plan, started_at, stream=None):
     ports = [portpicker.pick_unused_port() for _ in range(plan.num_ps + plan.num_workers)]
     hosts = [f"localhost:{port}" for port in ports]
     ps_hosts, worker_hosts = tuple(hosts[: plan.num_ps]), tuple(hosts[plan.num_ps :])
-    command = [sys.executable, "-m", "tf_contrib_easgd.train", "--cluster=task"]
+    command = [sys.executable, "-m", "tf_contrib_easgd.trainer", "--cluster=task"]
     command += ["--progress_format=json", *config.to_flags()]
     tasks = [
         launcher.TaskSpec(
@@ -445,7 +445,7 @@ def run_local(plan, started_at, stream=None):
 def run_task(plan, started_at, progress_format):
     """Runs the one task of `plan` in this process; returns the exit code."""
     # Imported here: only a task needs TensorFlow, the local launcher does not.
-    from tf_contrib_easgd import task as task_runner  # noqa: PLC0415
+    from tf_contrib_easgd.trainer import task as task_runner  # noqa: PLC0415
 
     if not FLAGS["verbosity"].present:
         # TensorFlow's INFO lines ("Graph was finalized.", ...) would bury the progress.
@@ -544,7 +544,7 @@ def _show_flags_in_help():
 
 
 def main(argv=None):
-    """The console script `easgd-train` (and `python -m tf_contrib_easgd.train`)."""
+    """The console script `easgd-train` (and `python -m tf_contrib_easgd.trainer`)."""
     _show_flags_in_help()
     app.run(lambda parsed: sys.exit(_main(parsed)), argv=argv, flags_parser=parse_flags)
 

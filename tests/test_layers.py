@@ -1,0 +1,120 @@
+"""The package's layers: imports go one way, and TensorFlow loads only when it is used.
+
+The library is the package folder; the trainer (`trainer/`) and the migration tool
+(`migrate/`) are programs built on the library's public names. Read from the source with
+`ast`, so no module needs importing to be checked; the lazy loading is checked in fresh
+interpreters.
+"""
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import tf_contrib_easgd
+
+PACKAGE = pathlib.Path(tf_contrib_easgd.__file__).resolve().parent
+PROGRAMS = ("trainer", "migrate")
+TOOL_TIMEOUT_SECS = 120
+
+
+def _imports(path):
+    """(module, names) of each `import` / `from ... import` statement of `path`."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module, [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, []
+
+
+def _modules(folder):
+    return sorted((PACKAGE / folder).glob("*.py"))
+
+
+@pytest.mark.parametrize("path", _modules(""), ids=lambda p: p.name)
+def test_the_library_imports_neither_program(path):
+    for module, _ in _imports(path):
+        assert not module.startswith(
+            tuple(f"tf_contrib_easgd.{program}" for program in PROGRAMS)
+        ), f"{path.name} imports {module}"
+
+
+@pytest.mark.parametrize(
+    "path", [p for program in PROGRAMS for p in _modules(program)], ids=lambda p: p.name
+)
+def test_the_programs_use_the_librarys_public_names_only(path):
+    program = path.parent.name
+    for module, names in _imports(path):
+        if module == "tf_contrib_easgd":
+            private = sorted(set(names) - set(tf_contrib_easgd.__all__))
+            assert not private, f"{program}/{path.name} imports {private} from the library"
+        elif module.startswith("tf_contrib_easgd."):
+            # Its own subpackage only; another program's or a library module is off limits.
+            assert module.startswith(f"tf_contrib_easgd.{program}"), (
+                f"{program}/{path.name} imports {module}"
+            )
+
+
+def test_every_public_name_resolves():
+    assert set(tf_contrib_easgd.__all__) == {"__version__", *tf_contrib_easgd._PUBLIC}
+    for name in tf_contrib_easgd.__all__:
+        assert getattr(tf_contrib_easgd, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'ElasticAverage'"):
+        tf_contrib_easgd.ElasticAverage  # noqa: B018 (the lookup is the test)
+
+
+def _loads_tensorflow(code):
+    """Whether running `code` in a fresh interpreter imports TensorFlow."""
+    probe = f"{code}\nimport sys\nprint('tensorflow' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=TOOL_TIMEOUT_SECS,
+        check=True,
+    )
+    return done.stdout.strip().splitlines()[-1] == "True"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import tf_contrib_easgd",
+        "import tf_contrib_easgd.migrate.cli",
+        "import tf_contrib_easgd.trainer.cli",
+        "from tf_contrib_easgd.trainer import cluster, data, launcher, progress",
+    ],
+)
+def test_tensorflow_is_not_imported_until_a_name_needs_it(code):
+    assert not _loads_tensorflow(code)
+
+
+def test_a_library_name_imports_tensorflow():
+    assert _loads_tensorflow("from tf_contrib_easgd import ElasticAverageOptimizer")
+
+
+@pytest.mark.parametrize("program", ["trainer", "migrate"])
+def test_help_imports_no_tensorflow_and_logs_nothing(program):
+    # `--help` answers from the flags alone: no TensorFlow, so no CUDA or oneDNN lines.
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['easgd', '--help']\n"
+        "try:\n"
+        f"    runpy.run_module('tf_contrib_easgd.{program}', run_name='__main__')\n"
+        "except SystemExit as done:\n"
+        "    assert done.code == 0, done.code\n"
+        "print('tensorflow' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=TOOL_TIMEOUT_SECS,
+        check=True,
+    )
+    assert done.stdout.strip().splitlines()[-1] == "False"
+    assert "--" in done.stdout  # The flags are listed.
+    assert done.stderr == ""
