@@ -28,7 +28,7 @@ collections and devices of every scenario against contrib itself.
 
 import pytest
 import tensorflow as tf
-from conftest import is_resource
+from clusters import is_resource
 from contrib_oracle import (
     CHECKPOINT_KINDS,
     TEST_TIMEOUT_SECS,

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import tensorflow as tf
-from conftest import InProcessCluster
+from clusters import InProcessCluster
 
 import tf_contrib_easgd
 

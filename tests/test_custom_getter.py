@@ -6,7 +6,7 @@ Placement tests only build graphs against a multi-ps ClusterSpec; no server is s
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import is_resource
+from clusters import is_resource
 
 from tf_contrib_easgd import (
     GLOBAL_STEP,

@@ -7,7 +7,7 @@ with its own getter; the graphs share the centres on the ps by name.
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import InProcessCluster, worker_scope
+from clusters import InProcessCluster, worker_scope
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 

@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import child_env, easgd_train_tasks
+from processes import child_env, easgd_train_tasks
 
 from tf_contrib_easgd.trainer import data, launcher, models, progress
 

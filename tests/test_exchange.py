@@ -7,7 +7,7 @@ in-process cluster and read what the session actually ran.
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import worker_scope
+from clusters import worker_scope
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 from tf_contrib_easgd import exchange as exchange_module

@@ -19,7 +19,7 @@ import time
 import portpicker
 import pytest
 import tensorflow as tf
-from conftest import child_env, easgd_train_tasks
+from processes import child_env, easgd_train_tasks
 
 from tf_contrib_easgd.trainer import launcher, progress, task
 

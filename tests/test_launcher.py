@@ -8,7 +8,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import process_alive, wait_for_exit
+from processes import process_alive, wait_for_exit
 
 from tf_contrib_easgd.trainer import launcher
 from tf_contrib_easgd.trainer.launcher import LocalCluster, TaskSpec

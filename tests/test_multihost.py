@@ -24,7 +24,7 @@ import uuid
 
 import pytest
 import tensorflow as tf
-from conftest import child_env
+from processes import child_env
 
 from tf_contrib_easgd.trainer import launcher, progress
 

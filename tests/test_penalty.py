@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import worker_scope
+from clusters import worker_scope
 
 from tf_contrib_easgd import (
     ElasticAverageCustomGetter,

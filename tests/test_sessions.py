@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import worker_scope
+from clusters import worker_scope
 
 import tf_contrib_easgd
 from tf_contrib_easgd import sessions

@@ -17,7 +17,7 @@ import portpicker
 import pytest
 from absl import app, flags
 from absl.testing import flagsaver
-from conftest import wait_for_exit
+from processes import wait_for_exit
 
 from tf_contrib_easgd.trainer import cli as train
 from tf_contrib_easgd.trainer import cluster, launcher, progress

@@ -12,7 +12,8 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import child_env, worker_scope
+from clusters import worker_scope
+from processes import child_env
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 from tf_contrib_easgd.exchange import _VariableAddress

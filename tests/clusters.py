@@ -1,0 +1,77 @@
+"""In-process gRPC clusters and the scopes of a worker's graph, for the cluster tests."""
+
+import contextlib
+
+import portpicker
+import tensorflow as tf
+
+# Blocking ops (queue barriers, remote reads) fail after this long instead of hanging a test.
+OPERATION_TIMEOUT_MS = 20_000
+
+
+def is_resource(variable):
+    """Whether `variable` is a resource variable (TF 2 world) rather than a ref variable."""
+    return "resource" in variable.handle.dtype.name if hasattr(variable, "handle") else False
+
+
+class InProcessCluster:
+    """Parameter servers and workers as `tf.compat.v1.train.Server`s on loopback ports.
+
+    Servers cannot be stopped in-process, so one cluster serves the whole test session;
+    tests keep their state apart with a `tf.compat.v1.container` of their own.
+    """
+
+    def __init__(self, num_ps, num_workers, dead_workers=0):
+        """Starts the servers.
+
+        Args:
+            num_ps: number of parameter servers.
+            num_workers: number of workers with a running server.
+            dead_workers: number of further workers listed in the ClusterSpec whose
+                addresses have no server (a worker that is down).
+        """
+        addresses = [f"localhost:{portpicker.pick_unused_port()}" for _ in range(num_ps)]
+        workers = [
+            f"localhost:{portpicker.pick_unused_port()}" for _ in range(num_workers + dead_workers)
+        ]
+        self.spec = tf.train.ClusterSpec({"ps": addresses, "worker": workers})
+        self.servers = {
+            (job, index): tf.distribute.Server(self.spec, job_name=job, task_index=index)
+            for job, count in (("ps", num_ps), ("worker", num_workers))
+            for index in range(count)
+        }
+
+    def target(self, index):
+        """The session target of worker `index`."""
+        return self.servers["worker", index].target
+
+    def session_config(self, index, share_devices=False):
+        """A ConfigProto that lets worker `index` see only the ps tasks and itself.
+
+        With `share_devices`, it also has `share_cluster_devices_in_session` (exchanges can
+        then call the ps directly; tf_contrib_easgd/transport.py).
+        """
+        return tf.compat.v1.ConfigProto(
+            device_filters=["/job:ps", f"/job:worker/task:{index}"],
+            operation_timeout_in_ms=OPERATION_TIMEOUT_MS,
+            share_cluster_devices_in_session=share_devices,
+        )
+
+    def session(self, index, graph, share_devices=False):
+        """A session of worker `index` on `graph` (see `session_config`)."""
+        return tf.compat.v1.Session(
+            self.target(index), graph=graph, config=self.session_config(index, share_devices)
+        )
+
+
+@contextlib.contextmanager
+def worker_scope(cluster_spec, index, getter, container_name):
+    """Device, container and variable scopes of worker `index`, as a TF1 script sets them."""
+    device = f"/job:worker/task:{index}"
+    setter = tf.compat.v1.train.replica_device_setter(worker_device=device, cluster=cluster_spec)
+    with (
+        tf.compat.v1.container(container_name),
+        tf.compat.v1.device(setter),
+        tf.compat.v1.variable_scope("", custom_getter=getter),
+    ):
+        yield

@@ -1,0 +1,55 @@
+"""OS processes of a test's job: liveness, the environment of children, easgd-train tasks."""
+
+import os
+import sys
+import time
+
+import portpicker
+
+from tf_contrib_easgd.trainer import cluster, launcher
+
+
+def process_alive(pid):
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as file:
+            return file.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_for_exit(pids, timeout_secs=15.0):
+    """Returns the pids still alive after at most `timeout_secs`."""
+    deadline = time.monotonic() + timeout_secs
+    while any(process_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if process_alive(pid)]
+
+
+def child_env():
+    """The environment of a TensorFlow child process: quiet logs, no inherited TF_CONFIG."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("TF_CONFIG", None)
+    return env
+
+
+def easgd_train_tasks(flags, tasks=(("ps", 0), ("worker", 0), ("worker", 1)), num_workers=2):
+    """`launcher.TaskSpec`s of an easgd-train job in task mode, one ps, on free ports.
+
+    Args:
+        flags: the training flags every task gets.
+        tasks: `(job, index)` of the tasks to make, in the order the launcher starts them.
+        num_workers: workers in the cluster.
+    """
+    ps_hosts = (f"localhost:{portpicker.pick_unused_port()}",)
+    worker_hosts = tuple(f"localhost:{portpicker.pick_unused_port()}" for _ in range(num_workers))
+    command = (sys.executable, "-m", "tf_contrib_easgd.trainer", "--progress_format=json", *flags)
+    return [
+        launcher.TaskSpec(
+            job,
+            index,
+            command + tuple(cluster.TaskConfig(ps_hosts, worker_hosts, job, index).to_flags()),
+            finishes=job == cluster.WORKER,
+        )
+        for job, index in tasks
+    ]
