@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-tf215 test-contrib bazel-test lint format demo bench bench-quick bench-contrib clean
+.PHONY: venv test test-unit test-tf215 test-contrib bazel-test lint format demo bench bench-quick bench-contrib clean
 
 venv: $(STAMP)
 
@@ -19,6 +19,15 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest $(PYTEST_ARGS)
+
+# The unit tests, lint first: those marked neither `cluster` (in-process gRPC servers), nor
+# `e2e` (ps/worker OS processes), nor `subprocess` (a console script, a fresh interpreter).
+# ~900 tests in ~1 min on 2 cores, a quick check while
+# editing; `make test` runs everything.
+test-unit: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -m "not cluster and not e2e and not subprocess" $(PYTEST_ARGS)
 
 # The same suite on TensorFlow 2.15.1 + tensorflow-estimator 2.15.0 (the oldest supported
 # TensorFlow, the last with tf.estimator) in .venv-tf215; `make test` runs TF 2.21.

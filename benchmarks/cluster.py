@@ -11,7 +11,6 @@ the cluster's traffic and nothing else; the namespace is deleted on close.
 """
 
 import contextlib
-import ctypes
 import json
 import os
 import pathlib
@@ -26,9 +25,9 @@ import time
 import uuid
 
 from benchmarks.task_protocol import REPLY_PREFIX
+from tf_contrib_easgd.trainer.launcher import make_die_with_parent
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-_PR_SET_PDEATHSIG = 1
 START_TIMEOUT_SECS = 120.0  # Importing TensorFlow alone takes ~15 s on a loaded 2-core box.
 
 
@@ -67,7 +66,7 @@ class _Process:
             stderr=self.log,
             text=True,
             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"},
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken.
+            preexec_fn=make_die_with_parent(),  # noqa: PLW1509 - only prctl, no locks taken.
         )
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -230,11 +229,6 @@ def _free_ports(count):
     finally:
         for sock in sockets:
             sock.close()
-
-
-def _die_with_parent():
-    """Runs in the child before exec: the kernel kills it if the driver dies."""
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def wall_time_in(seconds):

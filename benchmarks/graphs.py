@@ -10,7 +10,8 @@ Configurations (names as in the tables):
 - `naive-easgd-P`: the same algorithm with the first, per-step cross-device `tf.cond`
   exchange (`naive_easgd.py`), for comparison.
 - `copy-easgd-P`: `easgd-P` with an exchange that moves the same bytes and does no
-  arithmetic (`copy_only.py`): the floor of the exchange's cost.
+  arithmetic (`copy_only.py`): the floor of the exchange's cost. Its build first checks,
+  on the cluster, that the exchange does just that (`copy_only.check_exchange`).
 
 Every worker session shares the cluster's devices (`share_cluster_devices_in_session`), so
 EASGD's exchanges call the ps directly (tf_contrib_easgd/transport.py), except in
@@ -23,8 +24,7 @@ import re
 
 import tensorflow as tf
 
-from benchmarks import models
-from benchmarks.copy_only import CopyOnlyElasticAverageOptimizer
+from benchmarks import copy_only, models
 from benchmarks.naive_easgd import NaiveElasticAverageOptimizer
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 
@@ -38,7 +38,7 @@ BASELINES = ("local", "async", "sync")
 _OPTIMIZERS = {
     None: ElasticAverageOptimizer,
     "naive-": NaiveElasticAverageOptimizer,
-    "copy-": CopyOnlyElasticAverageOptimizer,
+    "copy-": copy_only.CopyOnlyElasticAverageOptimizer,
 }
 
 
@@ -106,6 +106,11 @@ def build(
         A `Built`.
     """
     check_config(config)
+    if config.startswith("copy-") and cluster_spec is not None:
+        # A floor is worth measuring only if the exchange does what it claims, in this world
+        # and by the transport measured.
+        share_devices = not config.endswith("-remotecall")
+        copy_only.check_exchange(cluster_spec, task_index, share_devices)
     worker_device = f"/job:worker/task:{task_index}" if cluster_spec else ""
     graph = tf.Graph()
     with graph.as_default(), tf.compat.v1.container(container):

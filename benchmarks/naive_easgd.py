@@ -9,32 +9,25 @@ partition that runs, and trades dead tensors with the worker, on every step.
 import tensorflow as tf
 
 from tf_contrib_easgd import ElasticAverageOptimizer
-from tf_contrib_easgd.optimizer import _create_as_local_variable
 
 
 class NaiveElasticAverageOptimizer(ElasticAverageOptimizer):
     """`ElasticAverageOptimizer` with the per-step cross-device `tf.cond` exchange."""
 
-    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
-        """One local step, and the exchange in a `tf.cond` that spans worker and ps."""
-        grads_and_vars = tuple(grads_and_vars)
-        centered = [self._getter.find(v) for _, v in grads_and_vars]
-        with tf.compat.v1.variable_creator_scope(_create_as_local_variable):
-            local_update = self._opt.apply_gradients(grads_and_vars)
-        with tf.name_scope(name or self.get_name()) as scope:
-            with (
-                tf.compat.v1.device(self._getter.worker_device),
-                tf.control_dependencies([local_update]),
-            ):
-                step = tf.compat.v1.assign_add(self._local_step, 1, use_locking=self._use_locking)
-                is_exchange_step = tf.equal(tf.math.floormod(step, self._period), 0)
-            exchanged = tf.cond(
-                is_exchange_step,
-                lambda: self._naive_exchange(centered, global_step),
-                lambda: tf.constant(False),
-                name="exchange_if_due",
-            )
-            return tf.group(exchanged, name=scope.rstrip("/").split("/")[-1])
+    def _exchange_if_due(self, local_update, centered, global_step):
+        """Counts the local step, then the exchange in a `tf.cond` that spans worker and ps."""
+        with (
+            tf.compat.v1.device(self._getter.worker_device),
+            tf.control_dependencies([local_update]),
+        ):
+            step = tf.compat.v1.assign_add(self._local_step, 1, use_locking=self._use_locking)
+            is_exchange_step = tf.equal(tf.math.floormod(step, self._period), 0)
+        return tf.cond(
+            is_exchange_step,
+            lambda: self._naive_exchange(centered, global_step),
+            lambda: tf.constant(False),
+            name="exchange_if_due",
+        )
 
     def _naive_exchange(self, centered, global_step):
         updates = []

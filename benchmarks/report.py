@@ -633,7 +633,7 @@ Configurations: `local` = workers with their own variables and no ps (the ceilin
 `async` = TF1 between-graph replication with the variables on the ps, plain SGD (DOWNPOUR);
 `sync` = the same with `SyncReplicasOptimizer` aggregating every worker's gradient;
 `easgd-P` = `ElasticAverageOptimizer(GradientDescentOptimizer)` with communication period P,
-`rho=0`, its exchanges calling the ps directly (the `direct` transport of README.md);
+`rho=0`, its exchanges calling the ps directly (the `direct` transport of docs/API.md);
 `easgd-P-remotecall` = the same in a session without `share_cluster_devices_in_session`,
 whose exchanges go by `RemoteCall`; `naive-easgd-P` = the same algorithm with the first
 exchange design (a per-step `tf.cond` whose branch has ops on the ps,
@@ -642,7 +642,7 @@ exchange that makes the same calls and moves the same bytes but does no arithmet
 stores the worker's values, the worker stores the centres as its local centres:
 `benchmarks/copy_only.py`), so no exchange of EASGD's traffic can cost less on this runtime;
 it does not train. Every worker process serves its own
-session (`tf.compat.v1.Session(server.target)`, device filters as in README fix 10, and
+session (`tf.compat.v1.Session(server.target)`, device filters as in contrib fix 10, and
 `share_cluster_devices_in_session=True` except in `easgd-P-remotecall`), as TF1 scripts do;
 EASGD workers then run `choose_exchange_transport`, as the optimizer's hook does."""
 
@@ -735,7 +735,7 @@ half of the exchange where the centres live: read each centre, `d = alpha * (x -
 `c += d`, then `global_step += 1` if the step lives there, and return the centres read. The
 worker's whole exchange with that task (read its values, call, set its local centres, apply
 the same `d`) is one more function, called by one op placed on the worker, behind one
-worker-local Switch (`run_if` in exchange.py, the gating of a v1 `tf.cond` without a Switch
+worker-local Switch (`run_if` in gating.py, the gating of a v1 `tf.cond` without a Switch
 per captured variable). A step that does not exchange therefore runs one partition, on the
 worker, and sends nothing (`tests/test_exchange.py` checks this through `RunMetadata`: one
 partition graph, no ps device in the step stats), and skips a few call ops whatever the
@@ -791,7 +791,7 @@ Known costs and limits:
   logged. It did not recur in that run's other rounds, nor in 8 clusters started afterwards
   to look for it (22 first exchanges).
 - Calls to several ps tasks are made one after the other. (What looked like a hang of two
-  calls in flight at once was the in-process deadlock of README.md's "A whole cluster in one
+  calls in flight at once was the in-process deadlock of docs/API.md's "A whole cluster in one
   process": a worker's first call waits on a thread of the process's inter-op pool until
   the ps registered the function. Separate ps processes would allow parallel calls.)
 - With `RemoteCall`, one RPC carries all of a task's centres; gRPC's limit of 2 GB per

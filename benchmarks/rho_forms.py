@@ -39,7 +39,7 @@ import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The ps and both workers are servers of this process: they share one inter-op pool, which
-# needs more threads than in-process workers (README, "A whole cluster in one process").
+# needs more threads than in-process workers (docs/API.md, "A whole cluster in one process").
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "16")
 
 import tensorflow as tf  # noqa: E402

@@ -41,7 +41,7 @@ import uuid
 import numpy as np
 
 # Before TensorFlow starts: the package's exchanges need more inter-op threads than cores
-# when the ps and the workers share a process (README, "A whole cluster in one process").
+# when the ps and the workers share a process (docs/API.md, "A whole cluster in one process").
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "16")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

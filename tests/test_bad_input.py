@@ -1,6 +1,6 @@
 """Bad arguments raise TypeError/ValueError naming argument and value, before building anything.
 
-Contrib let them surface as KeyError/NameError/AttributeError deep inside TF (README fix 8).
+Contrib let them surface as KeyError/NameError/AttributeError deep inside TF (contrib fix 8).
 """
 
 import pytest

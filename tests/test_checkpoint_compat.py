@@ -11,7 +11,7 @@ and by this package in both variable worlds. Each writes three checkpoints from 
 - "full": a Saver of the global and local variables (worker copies, local centres,
   `local_step`, Momentum's slots too);
 - "swapping": `swapping_saver()`, the centres under the original names (contrib left out
-  the global step, README fix 7), restored with `swapping_saver(var_list=<the trainable
+  the global step, contrib fix 7), restored with `swapping_saver(var_list=<the trainable
   variables>)`.
 
 A new job restores each checkpoint (after initializing everything), runs the hook's
@@ -159,7 +159,7 @@ def _restored(kind, checkpoint, snapshot):
 def test_package_writes_the_checkpoints_contrib_writes(oracle, world, kind):
     theirs = _checkpoint(oracle.result("contrib", CHECKPOINT_SCENARIO), kind)
     ours = _checkpoint(oracle.result(f"package-{world}", CHECKPOINT_SCENARIO), kind)
-    extra = {GLOBAL_STEP} if kind == "swapping" else set()  # README fix 7.
+    extra = {GLOBAL_STEP} if kind == "swapping" else set()  # contrib fix 7.
     assert set(ours) == set(theirs) | extra
     if kind == "default":
         assert sorted(theirs) == sorted(

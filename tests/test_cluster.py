@@ -41,7 +41,7 @@ def test_to_flags_round_trips():
 
 
 def test_device_filters_keep_a_worker_independent_of_other_workers():
-    # A worker's session may depend on every ps and on itself only (README fix 10);
+    # A worker's session may depend on every ps and on itself only (contrib fix 10);
     # a ps's own session (waiting for the end of the job) needs only itself.
     worker = cluster.from_flags("worker", 1, f"{PS},ps1:1", f"{W0},{W1},{W2}")
     assert worker.device_filters() == ["/job:ps", "/job:worker/task:1"]

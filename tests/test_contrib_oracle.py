@@ -136,7 +136,7 @@ def test_swapping_saver_writes_contrib_names_and_values(oracle, name, world):
     ours = oracle.result(f"package-{world}", name)["swapping_checkpoint"]
     theirs = oracle.result("contrib", name)["swapping_checkpoint"]
     # The centres under the original names (partitioned ones as one variable), as
-    # contrib; and the global step, which contrib left out (README fix 7).
+    # contrib; and the global step, which contrib left out (contrib fix 7).
     assert sorted(theirs) == ["model/b1", "model/b2", "model/w1", "model/w2"]
     assert set(ours) - set(theirs) == {"global_step"}
     assert_values_match({key: ours[key] for key in theirs}, theirs, f"{name} swapping_saver")
@@ -167,7 +167,7 @@ def test_synchronous_start_and_a_restarted_worker(oracle, world):
     # Both start-ups pass the barrier together in both. Worker 1 restarted after the
     # barrier: contrib's start-up waits for tokens nobody sends again (here it ends with
     # DeadlineExceeded after the session's operation_timeout_in_ms); the package's passes
-    # at once (README fix 9) and starts worker 1 from the centre.
+    # at once (contrib fix 9) and starts worker 1 from the centre.
     scenario = BY_NAME[SYNCHRONOUS]
     theirs = oracle.result("contrib", SYNCHRONOUS)
     ours = oracle.result(f"package-{world}", SYNCHRONOUS)
@@ -191,7 +191,7 @@ def test_synchronous_start_and_a_restarted_worker(oracle, world):
 
 def test_largest_difference(oracle, capsys):
     # Goes over every comparison of this file and of test_checkpoint_compat.py again, so
-    # the figure does not depend on which tests ran; README "Verified against the
+    # the figure does not depend on which tests ran; docs/CONTRIB.md "Verified against the
     # original" quotes it.
     largest, where, pairs = 0.0, "nowhere", 0
     comparisons = [

@@ -197,7 +197,7 @@ class _RecordingGetter:
 def test_positional_arguments_are_taken_once():
     # Contrib's getter took `trainable` and `collections` both by position and by keyword in
     # one branch ("got multiple values for keyword argument"), and read kwargs["reuse"]
-    # unguarded (README fix 4). A chained getter passing everything by position, and one
+    # unguarded (contrib fix 4). A chained getter passing everything by position, and one
     # passing no `reuse`, must both work.
     getter = ElasticAverageCustomGetter("/job:worker/task:0")
     recorder = _RecordingGetter()

@@ -136,7 +136,7 @@ def test_late_worker_starts_from_the_current_centre(world, workers):
 
 
 def test_synchronous_barrier_waits_once_and_lets_restarted_workers_through(world, workers):
-    # README fix 9: contrib's start-up barrier trapped a worker restarted after it.
+    # contrib fix 9: contrib's start-up barrier trapped a worker restarted after it.
     w0 = workers(0, slope=1.0, synchronous=True)
     w0.session.run(w0.global_init)
     w0.session.run(w0.local_init)
@@ -154,7 +154,7 @@ def test_synchronous_barrier_waits_once_and_lets_restarted_workers_through(world
 
 
 def test_worker_session_does_not_wait_for_a_dead_worker(world, container):
-    # README fix 10: a session that lists every task cannot be created while another worker
+    # contrib fix 10: a session that lists every task cannot be created while another worker
     # is down. Here worker 1's address has no server at all; with device filters worker 0
     # still trains.
     partial = InProcessCluster(num_ps=1, num_workers=1, dead_workers=1)

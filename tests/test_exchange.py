@@ -11,7 +11,8 @@ from clusters import worker_scope
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 from tf_contrib_easgd import exchange as exchange_module
-from tf_contrib_easgd.exchange import ElasticExchange, run_if
+from tf_contrib_easgd.exchange import ElasticExchange
+from tf_contrib_easgd.gating import run_if
 
 CLUSTER = tf.train.ClusterSpec({"ps": ["ps0:2222", "ps1:2222"], "worker": ["w0:2222"]})
 WORKER = "/job:worker/task:0"
@@ -30,13 +31,7 @@ def _closure(op):
     return seen
 
 
-def _build(
-    cluster_spec,
-    container="",
-    period=10,
-    shapes=((3,), (2, 2)),
-    optimizer_class=ElasticAverageOptimizer,
-):
+def _build(cluster_spec, container="", period=10, shapes=((3,), (2, 2))):
     """Builds worker 0's model (a variable per shape, loss = sum) and returns its parts."""
     getter = ElasticAverageCustomGetter(WORKER)
     with worker_scope(cluster_spec, 0, getter, container):
@@ -45,7 +40,7 @@ def _build(
             for i, shape in enumerate(shapes)
         ]
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        opt = optimizer_class(
+        opt = ElasticAverageOptimizer(
             tf.compat.v1.train.GradientDescentOptimizer(0.5),
             1,
             getter,
@@ -159,7 +154,7 @@ def test_centres_the_exchange_cannot_address_take_ordinary_ops(world, monkeypatc
     # variable of a kind it cannot address (here: every one, by pretence) takes the same
     # arithmetic with ordinary ops, to the same bits.
     by_function = _local_trajectory()
-    monkeypatch.setattr(exchange_module, "_is_addressable", lambda variable: False)
+    monkeypatch.setattr(exchange_module, "is_addressable", lambda variable: False)
     by_ops = _local_trajectory()
     assert "StatefulPartitionedCall" in by_function[0]
     assert "StatefulPartitionedCall" not in by_ops[0]
@@ -248,52 +243,3 @@ def test_non_exchange_steps_touch_no_remote_device(world, cluster, container, tr
         np.testing.assert_array_equal(after, np.full(1000, 0.25))
         assert session.run(global_step.read_value()) == 1
         np.testing.assert_array_equal(session.run(variables[0].read_value()), np.full(1000, 0.25))
-
-
-@pytest.mark.cluster
-@pytest.mark.parametrize("transport", ["remote_call", "direct"])
-def test_copy_only_exchange_moves_values_without_arithmetic(world, cluster, container, transport):
-    # The benchmarks' floor of the exchange (benchmarks/copy_only.py) overrides the two
-    # halves of each variable's exchange: check that it does what the floor claims.
-    from benchmarks.copy_only import CopyOnlyElasticAverageOptimizer  # noqa: PLC0415
-
-    with tf.Graph().as_default() as graph:
-        getter, (x,), global_step, opt, train_op = _build(
-            cluster.spec,
-            container,
-            period=1,
-            shapes=((4,),),
-            optimizer_class=CopyOnlyElasticAverageOptimizer,
-        )
-        (entry,) = getter.centered_variables()
-        reads = [v.read_value() for v in (x, entry.local_center, entry.global_center, global_step)]
-        init = tf.compat.v1.global_variables_initializer()
-        local_init = tf.compat.v1.local_variables_initializer()
-        opt.get_init_op(0)
-    with cluster.session(0, graph, share_devices=transport == "direct") as session:
-        session.run(init)
-        session.run(local_init)
-        assert opt.choose_exchange_transport(session) == transport
-        session.run(train_op)
-        worker, local_centre, centre, step = session.run(reads)
-    # The local step takes x from 1 to 1 - 0.5 * 1 = 0.5. The copy-only exchange then stores
-    # it as the centre, the old centre (1) as the local centre, and leaves x at 0.5; EASGD's
-    # would have moved both by d = 0.5 * (0.5 - 1) = -0.25.
-    np.testing.assert_array_equal(worker, np.full(4, 0.5))
-    np.testing.assert_array_equal(local_centre, np.ones(4))
-    np.testing.assert_array_equal(centre, np.full(4, 0.5))
-    assert step == 1  # The global step still counts the exchange.
-
-
-def test_copy_only_exchange_refuses_centres_on_the_worker(world):
-    from benchmarks.copy_only import CopyOnlyElasticAverageOptimizer  # noqa: PLC0415
-
-    with tf.Graph().as_default():
-        getter = ElasticAverageCustomGetter("")
-        with tf.compat.v1.variable_scope("", custom_getter=getter):
-            x = tf.compat.v1.get_variable("x", (2,))
-        opt = CopyOnlyElasticAverageOptimizer(
-            tf.compat.v1.train.GradientDescentOptimizer(0.5), 1, getter, rho=0.0
-        )
-        with pytest.raises(ValueError, match="every centre on a ps task"):
-            opt.minimize(tf.reduce_sum(x))

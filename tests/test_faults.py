@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 from processes import child_env, easgd_train_tasks
 
-from tf_contrib_easgd.trainer import launcher, progress, task
+from tf_contrib_easgd.trainer import export, launcher, progress
 
 STEPS = 1000
 PERIOD = 10
@@ -108,7 +108,7 @@ class Job:
         self.cluster.supervise()
         assert self.cluster.wait_for_servers(30), "the ps did not stop after the chief"
         summary = self.summary()
-        print(  # The figures of README.md's Reliability section (pytest -s).
+        print(  # The figures of docs/RELIABILITY.md (pytest -s).
             f"\nsummary: local steps {summary['local_steps']}, {summary['exchanges']} "
             f"exchanges, centre accuracy {summary['test_accuracy']:.4f}"
         )
@@ -202,7 +202,7 @@ def test_a_restarted_ps_gets_the_centre_back_from_the_latest_checkpoint(tmp_path
         if name.startswith("global_center_variable/")
     }
     assert len(centres) == 4  # The MLP's two kernels and two biases.
-    assert task.centre_digest(centres) == restored["restored_centre_sha256"]
+    assert export.centre_digest(centres) == restored["restored_centre_sha256"]
     # What was lost: the exchanges between that checkpoint and the kill: those of 550 - 400
     # = 150 chief steps and as many of worker 1's (15 + 15), plus the few that happened
     # between the chief's last progress report and the kill.

@@ -79,23 +79,27 @@ def _loads_tensorflow(code):
     return done.stdout.strip().splitlines()[-1] == "True"
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     "code",
     [
         "import tf_contrib_easgd",
         "import tf_contrib_easgd.migrate.cli",
         "import tf_contrib_easgd.trainer.cli",
-        "from tf_contrib_easgd.trainer import cluster, data, launcher, progress",
+        "from tf_contrib_easgd.trainer import cluster, config, data, files, launcher, local",
+        "from tf_contrib_easgd.trainer import progress",
     ],
 )
 def test_tensorflow_is_not_imported_until_a_name_needs_it(code):
     assert not _loads_tensorflow(code)
 
 
+@pytest.mark.subprocess
 def test_a_library_name_imports_tensorflow():
     assert _loads_tensorflow("from tf_contrib_easgd import ElasticAverageOptimizer")
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("program", ["trainer", "migrate"])
 def test_help_imports_no_tensorflow_and_logs_nothing(program):
     # `--help` answers from the flags alone: no TensorFlow, so no CUDA or oneDNN lines.

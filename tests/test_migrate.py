@@ -600,6 +600,7 @@ def _cli(*args, cwd):
     )
 
 
+@pytest.mark.subprocess
 def test_cli_dry_run_with_unconverted_use_exits_1(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(LEGACY + "net = tf.contrib.layers.fully_connected(x, 10)\n")
@@ -611,6 +612,7 @@ def test_cli_dry_run_with_unconverted_use_exits_1(tmp_path):
     assert not (tmp_path / "train.py.bak").exists()
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("module", [False, True], ids=["easgd-migrate --help", "python -m -h"])
 def test_cli_help_lists_the_flags_and_exits_0(tmp_path, module):
     # absl's help exits with 1, which here would mean "some use could not be converted".

@@ -523,6 +523,7 @@ def test_tensorflow_examples_mnist_import_is_reported():
     assert "tf.keras.datasets.mnist.load_data()" in finding.message
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not HAS_TF_KERAS, reason="needs tf-keras for tf.compat.v1.layers")
 def test_every_name_in_the_hand_edits_exists_in_tensorflow(tmp_path):
     names = sorted(
@@ -692,6 +693,7 @@ def _python(source, tmp_path):
     )
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not HAS_TF_KERAS, reason="needs tf-keras for tf.compat.v1.layers")
 def test_tf1_script_runs_after_both_tools(tmp_path):
     from tensorflow.tools.compatibility import ast_edits, tf_upgrade_v2  # noqa: PLC0415

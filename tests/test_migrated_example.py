@@ -59,6 +59,7 @@ def _code(lines):
     return [line for line in code if line and not line.startswith("#")]
 
 
+@pytest.mark.subprocess
 def test_the_example_is_the_tools_output_plus_the_adoption_edits(tmp_path):
     migrated = legacy_jobs.migrate_source(
         legacy_jobs.upgrade_v2_source(LEGACY.read_text(), tmp_path)

@@ -8,8 +8,8 @@ from tf_contrib_easgd import (
     GLOBAL_VARIABLE_NAME,
     LOCAL_VARIABLE_NAME,
     ElasticAverageCustomGetter,
-    models,
 )
+from tf_contrib_easgd.trainer import models
 
 MLP_VARIABLES = {
     "mlp/hidden_0/kernel": (64, 128),

@@ -140,7 +140,7 @@ _RATES = {
 @pytest.mark.parametrize("rate", sorted(_RATES))
 @pytest.mark.parametrize("kind", sorted(_KINDS))
 def test_default_rho_is_moving_rate_over_learning_rate(world, kind, rate):
-    # Contrib read a learning-rate attribute only plain SGD has: Adam crashed (README fix 1).
+    # Contrib read a learning-rate attribute only plain SGD has: Adam crashed (contrib fix 1).
     # Here every optimizer and every form of rate works. With 2 workers and tau = 10,
     # moving_rate = 0.9 / 10 / 2 = 0.045 and rho = 0.045 / 0.1 = 0.45. The loss is 0 * w, so
     # the gradient is the penalty's alone: rho * (w - local centre) = 0.45 * (7 - 5) = 0.9.
@@ -174,7 +174,7 @@ def test_rho_zero_switches_the_penalty_off(world):
 
 @pytest.mark.parametrize("order", [["b", "a"], ["b"], ["a", "b"]])
 def test_each_variable_is_paired_with_its_own_centre(world, order):
-    # Contrib paired var_list with the centres by list position (README fix 2): for
+    # Contrib paired var_list with the centres by list position (contrib fix 2): for
     # var_list [b, a] it penalised b against a's centre. With rho = 1, centres a: 1, b: 10
     # and copies a: 3, b: 30, the gradients must be a: 3 - 1 = 2 and b: 30 - 10 = 20.
     getter = ElasticAverageCustomGetter("")
@@ -213,7 +213,7 @@ def _adam_on_cluster(getter):
 
 
 def test_wrapped_optimizer_slots_are_reachable_and_worker_local(world):
-    # Contrib reported no slots (README fix 5) and moved the wrapped optimizer's variables
+    # Contrib reported no slots (contrib fix 5) and moved the wrapped optimizer's variables
     # by editing the graph's private collections (item 6).
     getter = ElasticAverageCustomGetter("/job:worker/task:0")
     with tf.Graph().as_default():

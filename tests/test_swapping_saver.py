@@ -1,4 +1,4 @@
-"""swapping_saver: a checkpoint of the centre that a plain model restores (README fix 7)."""
+"""swapping_saver: a checkpoint of the centre that a plain model restores (contrib fix 7)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,5 @@
-"""Tests of tf_contrib_easgd.trainer.task: the worker graph, and whole jobs run in threads.
+"""Tests of easgd-train's tasks (trainer/task.py, worker.py, graph.py, export.py): the worker
+graph, and whole jobs run in threads.
 
 The jobs here run every task of a small cluster in one process (a thread per task, each
 with its own gRPC server on a loopback port and its own graph, as between-graph
@@ -18,8 +19,8 @@ import pytest
 import tensorflow as tf
 
 import tf_contrib_easgd
-from tf_contrib_easgd.trainer import cli as train
-from tf_contrib_easgd.trainer import cluster, models, progress, task
+from tf_contrib_easgd.trainer import cluster, export, graph, models, progress, task
+from tf_contrib_easgd.trainer.config import MODELS, OPTIMIZERS, TrainConfig
 
 JOB_TIMEOUT_SECS = 120
 
@@ -44,7 +45,7 @@ def _config(model_dir, **overrides):
         timeout_secs=30.0,
     )
     values.update(overrides)
-    return train.TrainConfig(**values)
+    return TrainConfig(**values)
 
 
 def _hosts(count):
@@ -230,6 +231,7 @@ def test_a_worker_without_chief_fails_after_the_timeout(tmp_path):
     assert "The chief did not initialise the centre within 1 s" in str(error)
 
 
+@pytest.mark.cluster
 def test_a_worker_fails_when_the_parameter_server_is_unreachable(tmp_path):
     one = cluster.TaskConfig(_hosts(1), _hosts(1), "worker", 0)
     reporter = progress.Reporter(one.name, progress.JSON, io.StringIO())
@@ -245,7 +247,7 @@ def _job_and_task(device):
 def test_worker_graph_placement():
     # Worker 1 of a cluster with two ps tasks; no server is needed to build the graph.
     one = cluster.TaskConfig(("p0:1", "p1:1"), ("w0:1", "w1:1"), "worker", 1)
-    g = task.build_worker_graph(one, _config("/unused"), (8, 8, 1), 10)
+    g = graph.build_worker_graph(one, _config("/unused"), (8, 8, 1), 10)
     with g.graph.as_default():
         centres = [v for v in tf.compat.v1.global_variables() if "center" in v.op.name]
         assert {v.device for v in centres} == {"/job:ps/task:0", "/job:ps/task:1"}
@@ -286,7 +288,7 @@ def test_worker_graph_placement():
 )
 def test_make_optimizer(name, kind, after_one_step):
     with tf.Graph().as_default():
-        optimizer = task.make_optimizer(name, 0.1)
+        optimizer = graph.make_optimizer(name, 0.1)
         assert type(optimizer) is kind
         x = tf.compat.v1.get_variable("x", initializer=1.0)
         step = optimizer.minimize(x)
@@ -298,22 +300,24 @@ def test_make_optimizer(name, kind, after_one_step):
 
 def test_make_optimizer_rejects_unknown_names():
     with pytest.raises(ValueError, match=r"optimizer must be one of \[.*\], got 'lbfgs'"):
-        task.make_optimizer("lbfgs", 0.1)
+        graph.make_optimizer("lbfgs", 0.1)
 
 
 def test_flag_choices_match_what_the_task_builds():
-    # train.py repeats these lists so that flag parsing needs no TensorFlow.
-    assert train.OPTIMIZERS == task.OPTIMIZERS
-    assert train.MODELS == models.MODELS
+    # config.py repeats the model names so that flag parsing needs no TensorFlow.
+    assert MODELS == models.MODELS
+    with tf.Graph().as_default():
+        for name in OPTIMIZERS:
+            graph.make_optimizer(name, 0.1)
 
 
 def test_centre_digest_changes_with_any_value_name_or_dtype():
     a = {"c/w": np.arange(6, dtype=np.float32).reshape(2, 3), "c/b": np.zeros(3, np.float32)}
     same = {name: value.copy() for name, value in reversed(a.items())}
-    assert task.centre_digest(a) == task.centre_digest(same)  # Order of the dict: no matter.
+    assert export.centre_digest(a) == export.centre_digest(same)  # Order of the dict: no matter.
     one_bit = dict(a, **{"c/b": np.array([0, 0, np.float32(1e-45)], np.float32)})
-    assert task.centre_digest(one_bit) != task.centre_digest(a)
-    assert task.centre_digest({"c/v": a["c/w"], "c/b": a["c/b"]}) != task.centre_digest(a)
-    assert task.centre_digest(dict(a, **{"c/b": np.zeros(3, np.float64)})) != (
-        task.centre_digest(a)
+    assert export.centre_digest(one_bit) != export.centre_digest(a)
+    assert export.centre_digest({"c/v": a["c/w"], "c/b": a["c/b"]}) != export.centre_digest(a)
+    assert export.centre_digest(dict(a, **{"c/b": np.zeros(3, np.float64)})) != (
+        export.centre_digest(a)
     )

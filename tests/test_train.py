@@ -21,6 +21,12 @@ from processes import wait_for_exit
 
 from tf_contrib_easgd.trainer import cli as train
 from tf_contrib_easgd.trainer import cluster, launcher, progress
+from tf_contrib_easgd.trainer.config import (
+    DEFAULT_LEARNING_RATES,
+    TrainConfig,
+    UsageError,
+    plan_from_flags,
+)
 
 # A process imports TensorFlow in ~10-15 s on the 2-core CI machine, three at once in
 # ~30 s; training a few hundred steps adds seconds. No test here comes near these bounds
@@ -37,7 +43,7 @@ def parse():
     def parse_(*args, environ=None):
         train.FLAGS.unparse_flags()
         train.FLAGS(["easgd-train", *args])
-        return train.plan_from_flags(train.FLAGS, environ={} if environ is None else environ)
+        return plan_from_flags(train.FLAGS, environ={} if environ is None else environ)
 
     with flagsaver.flagsaver():
         yield parse_
@@ -58,7 +64,7 @@ def _tf_config(task_type, index):
 def test_defaults_run_one_ps_and_two_workers_locally(parse):
     plan = parse()
     assert (plan.task, plan.num_ps, plan.num_workers, plan.max_restarts) == (None, 1, 2, 0)
-    assert plan.config == train.TrainConfig(
+    assert plan.config == TrainConfig(
         steps=1000,
         batch_size=32,
         optimizer="momentum",
@@ -78,7 +84,7 @@ def test_defaults_run_one_ps_and_two_workers_locally(parse):
     )
 
 
-@pytest.mark.parametrize(("optimizer", "rate"), list(train.DEFAULT_LEARNING_RATES.items()))
+@pytest.mark.parametrize(("optimizer", "rate"), list(DEFAULT_LEARNING_RATES.items()))
 def test_each_optimizer_has_a_default_learning_rate(parse, optimizer, rate):
     assert parse(f"--optimizer={optimizer}").config.learning_rate == rate
 
@@ -129,7 +135,7 @@ def test_a_parameter_server_does_not_need_the_dataset(parse):
 
 def test_train_config_round_trips_through_its_flags(parse):
     config = parse("--optimizer=nesterov", "--moving_rate=0.2", "--synchronous", "--rho=0.5").config
-    config = train.TrainConfig(**{**config.__dict__, "model_dir": "/tmp/x"})
+    config = TrainConfig(**{**config.__dict__, "model_dir": "/tmp/x"})
     assert parse(*config.to_flags()).config == config
 
 
@@ -202,21 +208,21 @@ def test_malformed_flags_are_rejected_by_the_parser(parse, args, message):
     ],
 )  # fmt: skip
 def test_invalid_values_name_the_flag_and_the_value(parse, args, environ, message):
-    with pytest.raises(train.UsageError, match=re.escape(message)):
+    with pytest.raises(UsageError, match=re.escape(message)):
         parse(*args, environ=environ)
 
 
 def test_a_model_dir_that_is_a_file_is_rejected(parse, tmp_path):
     path = tmp_path / "file"
     path.write_text("")
-    with pytest.raises(train.UsageError, match=f"--model_dir='{path}' exists and is not a dir"):
+    with pytest.raises(UsageError, match=f"--model_dir='{path}' exists and is not a dir"):
         parse(f"--model_dir={path}")
 
 
 def test_a_malformed_dataset_is_rejected_before_anything_starts(parse, tmp_path):
     path = tmp_path / "broken.npz"
     path.write_bytes(b"junk")
-    with pytest.raises(train.UsageError, match=f"--dataset='{path}': .* not a readable .npz"):
+    with pytest.raises(UsageError, match=f"--dataset='{path}': .* not a readable .npz"):
         parse(f"--dataset={path}")
 
 
@@ -267,6 +273,7 @@ def _console_script():
     return path
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("module", [False, True], ids=["easgd-train --help", "python -m -h"])
 def test_help_lists_every_flag_and_exits_0(module):
     # absl's help exits with 1, which easgd-train's exit codes reserve for "a task failed".
@@ -288,7 +295,12 @@ def test_help_lists_every_flag_and_exits_0(module):
 @pytest.mark.parametrize("spelling", ["--help", "-h", "-?", "--helpshort", "--helpfull"])
 def test_every_help_flag_exits_0(parse, spelling, capsys):
     del parse  # Used for its clean-up of the flags.
-    app.define_help_flags()  # As app.run does before it parses the flags.
+    # The help flags, as app.run defines them before it parses the flags. Not through
+    # app.define_help_flags(), which defines them once per process: the parse fixture's
+    # flagsaver removes them again after each test.
+    for flag in (app.HelpFlag(), app.HelpshortFlag(), app.HelpfullFlag(), app.HelpXMLFlag()):
+        if flag.name not in train.FLAGS:
+            flags.DEFINE_flag(flag, train.FLAGS)
     with pytest.raises(SystemExit) as caught:
         train.parse_flags(["easgd-train", "--steps=5", spelling])
     assert caught.value.code == 0
@@ -305,6 +317,7 @@ def test_a_bad_flag_exits_with_code_2(parse, capsys):
     )
 
 
+@pytest.mark.subprocess
 def test_a_bad_tf_config_exits_with_code_2_before_anything_starts():
     result = subprocess.run(
         [sys.executable, "-m", "tf_contrib_easgd.trainer"], capture_output=True, text=True,

@@ -16,14 +16,14 @@ from clusters import worker_scope
 from processes import child_env
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
-from tf_contrib_easgd.exchange import _VariableAddress
 from tf_contrib_easgd.transport import ExchangeTransport, shares_cluster_devices
+from tf_contrib_easgd.variable_address import VariableAddress
 
 LOCAL = tf.compat.v1.GraphKeys.LOCAL_VARIABLES
 GLOBAL = tf.compat.v1.GraphKeys.GLOBAL_VARIABLES
 CLUSTER = tf.train.ClusterSpec({"ps": ["ps0:2222"], "worker": ["w0:2222"]})
 # A centre the probe would ask about on the ps task.
-CENTRE = _VariableAddress("resource", "", "centre", tf.float32, tf.TensorShape([2]))
+CENTRE = VariableAddress("resource", "", "centre", tf.float32, tf.TensorShape([2]))
 
 
 def _build(getter, period=10):

@@ -104,3 +104,42 @@ def check_device(value, name):
     except ValueError as error:
         raise ValueError(f"{name} is not a device specification: {value!r} ({error}).") from None
     return value
+
+
+def check_instance(value, cls, name):
+    """Checks that `value` is an instance of `cls` (named with "an", as vowels start ours).
+
+    Raises:
+        TypeError: if it is not.
+    """
+    if not isinstance(value, cls):
+        raise TypeError(
+            f"{name} must be an {cls.__name__}, got {value!r} of type {type(value).__name__}."
+        )
+    return value
+
+
+def check_wrapped_optimizer(opt):
+    """Checks that `opt`, the optimizer an EASGD optimizer wraps, is a v1 optimizer.
+
+    Raises:
+        TypeError: if `opt` is not a `tf.compat.v1.train.Optimizer` (e.g. a Keras one).
+    """
+    if not isinstance(opt, tf.compat.v1.train.Optimizer):
+        raise TypeError(
+            "opt must be a tf.compat.v1.train.Optimizer (e.g. "
+            "tf.compat.v1.train.GradientDescentOptimizer); Keras optimizers are not "
+            f"supported. Got {opt!r} of type {type(opt).__name__}."
+        )
+    return opt
+
+
+def check_name(value, name):
+    """Checks that `value` is a non-empty string.
+
+    Raises:
+        ValueError: if it is not.
+    """
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} must be a non-empty string, got {value!r}.")
+    return value

@@ -166,7 +166,7 @@ def serve_until_done(server):
     server_def = server.server_def
     device = f"/job:{server_def.job_name}/task:{server_def.task_index}"
     graph = tf.Graph()
-    with graph.as_default(), tf.compat.v1.device(device):
+    with graph.as_default():  # The queue is on this task (`_shutdown_queue`), the dequeue by it.
         wait = _shutdown_queue(server_def.task_index, server_def.job_name).dequeue()
     config = tf.compat.v1.ConfigProto(device_filters=[device])
     with tf.compat.v1.Session(server.target, graph=graph, config=config) as session:

@@ -17,7 +17,7 @@ _TRAINABLE = tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES
 
 # The order in which `tf.compat.v1.get_variable` hands its arguments to a getter. TF itself
 # passes them by keyword, but a user's chained getter may pass them by position; naming them
-# here lets the getter treat both forms alike (contrib took some of them twice, README fix 4).
+# here lets the getter treat both forms alike (contrib took some of them twice, contrib fix 4).
 _GETTER_ARGUMENTS = (
     "shape",
     "dtype",
@@ -309,6 +309,11 @@ def partitions(variable):
     if isinstance(variable, tf.Variable) or not hasattr(variable, "__iter__"):
         return [variable]
     return list(variable)
+
+
+def flatten_partitions(variables):
+    """Returns `variables` with each partitioned variable replaced by its partitions."""
+    return [part for variable in variables for part in partitions(variable)]
 
 
 def _as_keywords(args, kwargs):

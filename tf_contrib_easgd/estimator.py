@@ -1,46 +1,26 @@
 """EASGD inside a `tf.estimator` model_fn (TensorFlow <= 2.15 with `tensorflow-estimator`).
 
-`ElasticAverageEstimatorHelper` reads the task from the Estimator's `RunConfig` and turns a
-model_fn into an EASGD one in a few lines:
-
-```python
-from tf_contrib_easgd.estimator import ElasticAverageEstimatorHelper
-
-def model_fn(features, labels, mode, config):
-    easgd = ElasticAverageEstimatorHelper(mode, config, communication_period=8)
-    with easgd.variable_scope():  # EASGD variables in TRAIN mode, a plain model otherwise
-        logits = tf.compat.v1.layers.dense(features["x"], 10)
-    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
-    train_op = None
-    if mode == tf.estimator.ModeKeys.TRAIN:
-        opt = easgd.optimizer(tf.compat.v1.train.GradientDescentOptimizer(0.1))
-        train_op = opt.minimize(loss, global_step=tf.compat.v1.train.get_global_step())
-    return easgd.estimator_spec(loss=loss, train_op=train_op, predictions=...)
-```
-
-Training checkpoints are written by `ElasticAverageOptimizer.swapping_saver`, which stores
-each centre under its variable's own name, so evaluation, prediction and export build the
-plain model and restore the trained centre with the default Saver.
-
-`global_step` counts elastic exchanges summed over all workers (one per
-`communication_period` local steps of each worker), so the `steps` and `max_steps` of
-`Estimator.train` and `TrainSpec` count exchanges too: `exchanges_for` converts a number of
-local steps per worker (`count_workers` gives the number of workers on every task), and
-`StopAtLocalStepHook` stops a worker after a number of local steps. See docs/ESTIMATOR.md.
-
-TensorFlow 2.16 and later have no `tf.estimator`; importing this module there raises an
-ImportError that says what to install.
+`ElasticAverageEstimatorHelper` turns a model_fn into an EASGD one; `global_step` counts
+exchanges, so `exchanges_for`, `count_workers` and `StopAtLocalStepHook` set the Estimator's
+limits in local steps; `session_config` gives the workers direct exchanges. docs/ESTIMATOR.md
+shows how. TensorFlow 2.16 and later have no `tf.estimator`: importing this module there
+raises an ImportError that says what to install.
 """
 
-import json
-import os
-
 import tensorflow as tf
-from tensorflow.core.protobuf import rewriter_config_pb2
 
-from tf_contrib_easgd import _validation
+from tf_contrib_easgd._local_steps import StopAtLocalStepHook, exchanges_for
+from tf_contrib_easgd._tf_config import CHIEF_TYPES, WORKER_TYPE, count_workers, session_config
 from tf_contrib_easgd.custom_getter import ElasticAverageCustomGetter
 from tf_contrib_easgd.optimizer import ElasticAverageOptimizer
+
+__all__ = [
+    "ElasticAverageEstimatorHelper",
+    "StopAtLocalStepHook",
+    "count_workers",
+    "exchanges_for",
+    "session_config",
+]
 
 
 def _import_estimator():
@@ -63,159 +43,6 @@ def _import_estimator():
 
 _estimator = _import_estimator()
 _ModeKeys = _estimator.ModeKeys
-
-#: TF_CONFIG / RunConfig task types that train; the first one present is worker 0.
-_CHIEF_TYPES = ("chief", "master")
-_WORKER_TYPE = "worker"
-
-
-def exchanges_for(local_steps, num_workers, communication_period):
-    """Returns the `global_step` reached when every worker took `local_steps` local steps.
-
-    Each worker adds one to `global_step` per exchange, every `communication_period` local
-    steps, so this is `num_workers * (local_steps // communication_period)`. Use it for
-    `max_steps` of `Estimator.train` or `TrainSpec`; workers run asynchronously, so a fast
-    worker may take more than `local_steps` steps and a slow one fewer before the sum is
-    reached.
-
-    Args:
-        local_steps: local steps per worker, >= 0.
-        num_workers: number of workers (chief included), >= 1.
-        communication_period: local steps between two exchanges, >= 1.
-
-    Returns:
-        An int.
-
-    Raises:
-        TypeError: if an argument is not an int.
-        ValueError: if an argument is out of range.
-    """
-    local_steps = _validation.check_int(local_steps, "local_steps", 0)
-    num_workers = _validation.check_int(num_workers, "num_workers", 1)
-    period = _validation.check_int(communication_period, "communication_period", 1)
-    return num_workers * (local_steps // period)
-
-
-def session_config(tf_config=None):
-    """Returns the `session_config` for `tf.estimator.RunConfig` that makes exchanges cheap.
-
-    The Estimator gives a worker's session its default config (`device_filters` for the
-    ps tasks and itself, soft placement, one Grappler iteration) only when `RunConfig` has
-    no `session_config`. This returns that default plus
-    `share_cluster_devices_in_session=True`, with which the optimizer's hook lets the
-    exchanges call the parameter servers directly instead of by `RemoteCall`
-    (README.md, "How an exchange reaches the parameter servers"). Tasks that do not train
-    (ps, evaluator) and local training get None: the Estimator's default.
-
-    Args:
-        tf_config: the TF_CONFIG JSON text; None reads the environment variable.
-
-    Returns:
-        A `tf.compat.v1.ConfigProto`, or None.
-
-    Raises:
-        TypeError: if `tf_config` is neither a string nor None.
-        ValueError: if `tf_config` is not a JSON object.
-    """
-    config = _parse_tf_config(tf_config)
-    task = config.get("task") or {}
-    if not config.get("cluster") or task.get("type") not in (*_CHIEF_TYPES, _WORKER_TYPE):
-        return None
-    task_type = task["type"]
-    if task_type in _CHIEF_TYPES:  # The filters of RunConfig's default, task by task.
-        own = f"/job:{task_type}"
-    else:
-        own = f"/job:{_WORKER_TYPE}/task:{int(task.get('index', 0))}"
-    rewrite = rewriter_config_pb2.RewriterConfig(
-        meta_optimizer_iterations=rewriter_config_pb2.RewriterConfig.ONE
-    )
-    return tf.compat.v1.ConfigProto(
-        allow_soft_placement=True,
-        graph_options=tf.compat.v1.GraphOptions(rewrite_options=rewrite),
-        device_filters=["/job:ps", own],
-        share_cluster_devices_in_session=True,
-    )
-
-
-def _parse_tf_config(tf_config):
-    """TF_CONFIG (the argument, else the environment variable) as a dict; {} when empty."""
-    if tf_config is not None and not isinstance(tf_config, str):
-        raise TypeError(
-            f"tf_config must be TF_CONFIG's JSON text or None, got {tf_config!r} of type "
-            f"{type(tf_config).__name__}."
-        )
-    text = os.environ.get("TF_CONFIG", "") if tf_config is None else tf_config
-    try:
-        config = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError as error:
-        raise ValueError(f"TF_CONFIG is not valid JSON: {text!r} ({error}).") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"TF_CONFIG must be a JSON object, got {text!r}.")
-    return config
-
-
-def count_workers(tf_config=None):
-    """Returns the number of EASGD workers: the chief (or master) and worker tasks of TF_CONFIG.
-
-    Every task of a `train_and_evaluate` job needs the same `TrainSpec.max_steps`, but the
-    evaluator's RunConfig has no cluster (its `num_worker_replicas` is 0); this reads the
-    cluster from TF_CONFIG instead, so it gives the same number on every task.
-
-    Args:
-        tf_config: the TF_CONFIG JSON text; None reads the environment variable. Without
-            TF_CONFIG (or without a cluster in it) training is local: one worker.
-
-    Returns:
-        An int >= 1.
-
-    Raises:
-        TypeError: if `tf_config` is neither a string nor None.
-        ValueError: if `tf_config` is not a JSON object.
-    """
-    cluster = _parse_tf_config(tf_config).get("cluster") or {}
-    return max(1, sum(len(cluster.get(job) or ()) for job in (*_CHIEF_TYPES, _WORKER_TYPE)))
-
-
-class StopAtLocalStepHook(tf.compat.v1.train.SessionRunHook):
-    """Requests a stop once this worker has run `num_steps` training steps.
-
-    Estimator's `steps`/`max_steps` stop on `global_step`, which EASGD increments once per
-    exchange summed over the workers. This hook counts local steps instead: every run of the
-    training loop (in Estimator, each run is one run of the train op, i.e. one local step)
-    of this worker, in this `train()` call, across session re-creations. Pass it in
-    `Estimator.train(hooks=[...])` or `TrainSpec(hooks=[...])`, or in
-    `MonitoredTrainingSession(hooks=[...])` when every `run` there is a training step.
-    """
-
-    def __init__(self, num_steps):
-        """Creates the hook.
-
-        Args:
-            num_steps: local steps after which to stop, >= 1.
-
-        Raises:
-            TypeError: if `num_steps` is not an int.
-            ValueError: if `num_steps < 1`.
-        """
-        self._num_steps = _validation.check_int(num_steps, "num_steps", 1)
-        self._steps_run = 0
-
-    @property
-    def num_steps(self):
-        """The number of local steps after which the hook requests a stop."""
-        return self._num_steps
-
-    @property
-    def steps_run(self):
-        """The local steps this worker ran so far under this hook."""
-        return self._steps_run
-
-    def after_run(self, run_context, run_values):
-        """Counts the step and requests a stop when `num_steps` is reached."""
-        del run_values  # Unused.
-        self._steps_run += 1
-        if self._steps_run >= self._num_steps:
-            run_context.request_stop()
 
 
 class ElasticAverageEstimatorHelper:
@@ -311,14 +138,14 @@ class ElasticAverageEstimatorHelper:
             ValueError: if this task does not train (a `ps` or `evaluator` task).
         """
         task_type, task_id = self._config.task_type, self._config.task_id
-        if task_type in _CHIEF_TYPES:
+        if task_type in CHIEF_TYPES:
             return 0
-        if task_type == _WORKER_TYPE:  # Also the task type of local training (task 0).
-            has_chief = any(job in self._config.cluster_spec.jobs for job in _CHIEF_TYPES)
+        if task_type == WORKER_TYPE:  # Also the task type of local training (task 0).
+            has_chief = any(job in self._config.cluster_spec.jobs for job in CHIEF_TYPES)
             return task_id + 1 if has_chief else task_id
         raise ValueError(
             f"Task {task_type!r} {task_id} does not train: EASGD worker indices exist for "
-            f"the task types {[*_CHIEF_TYPES, _WORKER_TYPE]} only."
+            f"the task types {[*CHIEF_TYPES, WORKER_TYPE]} only."
         )
 
     @property

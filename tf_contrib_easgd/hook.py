@@ -1,4 +1,7 @@
-"""The session-run hook that starts every worker from the centre."""
+"""The session-run hook that starts every worker from the centre and picks its transport.
+
+docs/DESIGN.md ("A worker's start").
+"""
 
 import tensorflow as tf
 
@@ -14,7 +17,7 @@ class ElasticAverageOptimizerHook(tf.compat.v1.train.SessionRunHook):
 
     Choosing the transport provokes no error: a session that does not share the cluster's
     devices gets `RemoteCall` without running anything on the ps, and the choice is
-    logged at INFO only when it changes (`tf_contrib_easgd/transport.py`).
+    logged at INFO only when it changes (docs/DESIGN.md, "Transports").
 
     For code written against contrib's `_ElasticAverageOptimizerHook`, `_ea_optimizer`,
     `_is_chief`, `_task_index` and (after `begin()`) `_variable_init_op` read as there.

@@ -1,24 +1,16 @@
-"""The elastic penalty's two forms, and the warning about contrib's default `rho`.
+"""The elastic penalty: its two forms, rho, and the warning about contrib's default rho.
 
-Between two exchanges a worker is pulled towards its local centre x~' (the centre as last
-read). `ElasticAverageOptimizer(penalty=...)` chooses how:
-
-- "gradient" (contrib's form, the default): rho * sum(l2_loss(x - x~')) is added to the
-  loss, so its gradient rho * (x - x~') goes through the wrapped optimizer like the loss's
-  own. Plain SGD then moves x by learning_rate * rho * (x - x~') per step, which the default
-  rho = moving_rate / learning_rate makes moving_rate * (x - x~'). Momentum accumulates the
-  pull (about 1 / (1 - momentum) times as strong), and adaptive optimizers (Adam, Adagrad,
-  RMSProp, ...) rescale it per coordinate.
-- "move" (the paper's form): every local step also moves x by
-  -learning_rate * rho * (x_t - x~'), beside the wrapped optimizer's step and outside its
-  slots, with x_t read before the step. With the default rho that is moving_rate * (x_t - x~')
-  whatever the optimizer.
+Between two exchanges a worker is pulled towards its local centre, either through the loss
+("gradient", contrib's form) or as a move of its own beside the wrapped optimizer's step
+("move", the paper's form: elastic_moves.py). `ElasticPenalty` is one optimizer's.
+docs/DESIGN.md ("The elastic penalty").
 """
 
-import contextlib
 import warnings
 
 import tensorflow as tf
+
+from tf_contrib_easgd.elastic_moves import ElasticMoves
 
 GRADIENT = "gradient"
 MOVE = "move"
@@ -26,7 +18,7 @@ FORMS = (GRADIENT, MOVE)
 
 # tf.compat.v1 optimizers keep their learning rate under one of these attribute names and
 # offer no public accessor; the default `rho` needs it (contrib read only the first, so the
-# default crashed with Adam: README fix 1).
+# default crashed with Adam: contrib fix 1).
 _LEARNING_RATE_ATTRIBUTES = ("_learning_rate", "_lr")
 
 #: Optimizers whose step is learning_rate * gradient, so that the default rho pulls by
@@ -226,104 +218,96 @@ def learning_rate_for(opt, form, rho):
     return learning_rate
 
 
-def elastic_moves(form, centered, rho, moving_rate, learning_rate, device):
-    """Builds the move form's elastic moves of one local step (none for the gradient form).
+class ElasticPenalty:
+    """The elastic pull of one `ElasticAverageOptimizer` between exchanges: form and rho."""
 
-    Call it before the wrapped optimizer's update is built: it reads the variables.
+    def __init__(self, opt, form, rho, moving_rate, stacklevel):
+        """Checks `form`, reads the learning rate of `opt` if needed, and warns (once per
+        process and message) if the default rho's pull goes through an optimizer that is
+        not plain SGD.
 
-    Args:
-        form: the `penalty` argument.
-        centered: the `CenteredVariable`s of the variables the step updates.
-        rho: the `rho` argument: None (the default), 0.0 (no pull) or a positive float.
-        moving_rate: the elastic rate alpha; with the default rho, eta * rho equals it.
-        learning_rate: the wrapped optimizer's learning rate eta (float, tensor or callable)
-            as `learning_rate_for` returned it; unused with the default rho.
-        device: the worker device, where the copies and local centres live.
+        Args:
+            opt: the wrapped optimizer.
+            form: the `penalty` argument.
+            rho: the `rho` argument: None (the default), 0.0 (no pull) or a positive float.
+            moving_rate: the elastic rate alpha, its default computed.
+            stacklevel: for the warning: 1 names the line that makes the `ElasticPenalty`,
+                2 the line that calls that one, and so on.
 
-    Returns:
-        An `ElasticMoves`, empty unless `form` is "move" and `rho` is not 0.
-    """
-    if form != MOVE or rho == 0:
-        return ElasticMoves([], None, device)
-    if rho is None:
-        coefficient = moving_rate
-    else:
+        Raises:
+            TypeError, ValueError: as `check_form` and `learning_rate_for`.
+        """
+        self.form = check_form(form)
+        self._rho = rho
+        self._moving_rate = moving_rate
+        self._learning_rate = learning_rate_for(opt, self.form, rho)
+        warn_if_default_rho_is_rescaled(opt, self.form, rho, stacklevel=stacklevel + 1)
+
+    def add_to(self, loss, centered):
+        """Returns `loss` + rho * sum(l2_loss(x - x~')) in the gradient form, else `loss`.
+
+        Args:
+            loss: the loss tensor.
+            centered: the `CenteredVariable`s, each variable x with its own local centre x~'.
+        """
+        if self.form != GRADIENT:
+            return loss
+        rho = self._rho_tensor(loss.dtype)
+        if rho is None or not centered:
+            return loss
+        with tf.name_scope("elastic_penalty"):
+            distances = [
+                tf.cast(tf.nn.l2_loss(entry.worker - entry.local_center), loss.dtype)
+                for entry in centered
+            ]
+            return loss + rho * tf.add_n(distances)
+
+    def moves(self, centered, device):
+        """Builds the move form's elastic moves of one local step (none for the gradient form).
+
+        Call it before the wrapped optimizer's update is built: it reads the variables.
+
+        Args:
+            centered: the `CenteredVariable`s of the variables the step updates.
+            device: the worker device, where the copies and local centres live.
+
+        Returns:
+            An `ElasticMoves`, empty unless the form is "move" and rho is not 0.
+        """
+        rho = self._rho
+        if self.form != MOVE or rho == 0:
+            return ElasticMoves([], None, device)
+        if rho is None:  # eta * rho = moving_rate, whatever eta.
+            return ElasticMoves(centered, self._moving_rate, device)
+        learning_rate = self._learning_rate
         if callable(learning_rate):
             learning_rate = learning_rate()
         if isinstance(learning_rate, int | float):
-            coefficient = float(learning_rate) * rho
-        else:
-            coefficient = learning_rate * rho
-    return ElasticMoves(centered, coefficient, device)
+            return ElasticMoves(centered, float(learning_rate) * rho, device)
+        return ElasticMoves(centered, learning_rate * rho, device)
 
+    def contrib_rho(self):
+        """Returns rho as contrib's optimizer held it (its `_rho`), the default computed.
 
-class ElasticMoves:
-    """The move form's elastic moves of one local step, x <- x - eta * rho * (x_t - x~').
-
-    Built before the wrapped optimizer's update: the deltas eta * rho * (x_t - x~') are new
-    tensors computed from reads of x_t and of its local centre. `before()` makes the update
-    wait for all of them, so that every read happens before the update changes x (in TF1
-    mode a ref variable's read aliases its buffer until the subtraction copies it; in TF 2
-    graph mode nothing else orders a resource variable's read before an update). `after()`
-    subtracts them once the update is done. With no moves both are no-ops and add nothing
-    to the graph.
-    """
-
-    def __init__(self, centered, coefficient, device):
-        """Computes the deltas.
-
-        Args:
-            centered: the `CenteredVariable`s to move; empty for no move.
-            coefficient: eta * rho, a float or a scalar tensor (unused if `centered` is
-                empty).
-            device: the worker device.
+        `rho` when one was given; for the default, `moving_rate / learning_rate`: a float
+        for a constant learning rate, a new float32 tensor on each call for a tensor or
+        callable one; None for a default that reads no learning rate (the move form).
         """
-        self._device = device
-        self._moves = []
-        if not centered:
-            return
-        with tf.compat.v1.device(device), tf.name_scope("elastic_move"):
-            for entry in centered:
-                dtype = entry.worker.dtype.base_dtype
-                if isinstance(coefficient, float):
-                    scale = tf.constant(coefficient, dtype)
-                else:
-                    scale = tf.cast(coefficient, dtype)
-                # The same point as the gradient form's penalty, rho * l2_loss(x - x~').
-                distance = entry.worker - entry.local_center
-                self._moves.append((entry.worker, scale * distance))
+        if self._rho is not None or self._learning_rate is None:
+            return self._rho
+        if isinstance(self._learning_rate, int | float):
+            return self._moving_rate / self._learning_rate
+        return self._rho_tensor(tf.float32)
 
-    @property
-    def deltas(self):
-        """The tensors eta * rho * (x_t - x~'), one per variable."""
-        return [delta for _, delta in self._moves]
-
-    def before(self):
-        """A context in which the ops built (the wrapped optimizer's update) wait for the deltas."""
-        if not self._moves:
-            return contextlib.nullcontext()
-        return tf.control_dependencies(self.deltas)
-
-    def after(self, update, use_locking):
-        """Returns an op that runs `update`, then subtracts each delta from its variable.
-
-        Args:
-            update: the wrapped optimizer's update op.
-            use_locking: whether the subtractions take locks.
-
-        Returns:
-            `update` itself when there is no move.
-        """
-        if not self._moves:
-            return update
-        with (
-            tf.compat.v1.device(self._device),
-            tf.name_scope("elastic_move"),
-            tf.control_dependencies([update]),
-        ):
-            return tf.group(
-                *(
-                    tf.compat.v1.assign_sub(variable, delta, use_locking=use_locking)
-                    for variable, delta in self._moves
-                )
-            )
+    def _rho_tensor(self, dtype):
+        """Returns rho as a `dtype` tensor, the default computed, or None when it is 0."""
+        if self._rho is not None:
+            return tf.constant(self._rho, dtype) if self._rho > 0 else None
+        learning_rate = self._learning_rate
+        if isinstance(learning_rate, int | float):
+            # Divided in Python, rounded to `dtype` once, as contrib did: a float32 division
+            # can be one ulp off (0.3 / 0.02 gives 15.000001, not 15.0).
+            return tf.constant(self._moving_rate / learning_rate, dtype)
+        if callable(learning_rate):
+            learning_rate = learning_rate()
+        return tf.cast(self._moving_rate, dtype) / tf.cast(learning_rate, dtype)

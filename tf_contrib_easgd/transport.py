@@ -1,59 +1,16 @@
 """How a worker's exchanges reach the parameter servers: chosen once per session.
 
-An exchange step calls, for each parameter server task holding centres, a function that
-does that task's half of the exchange where the centres live (exchange.py). The call can go
-two ways, and which one works depends on the session, not on the graph:
-
-* `DIRECT`: a `StatefulPartitionedCall` on the worker of a function that holds the ps half
-  of the exchange, its ops placed on the ps task, besides the worker's half. The worker's
-  function runtime splits it into a worker part and a ps part and
-  moves the tensors between them with TensorFlow's Send/Recv (the RecvTensor RPC a ps
-  partition of a session uses, which copies least). It needs the worker's session to know
-  the ps devices: the session's `tf.compat.v1.ConfigProto` must have
-  `share_cluster_devices_in_session=True`.
-* `REMOTE_CALL`: a `RemoteCall` op (TensorFlow's remote function call). It works in every
-  session, but carries the tensors as protobuf fields of the RunGraph messages, which
-  copies them more often (BENCHMARKS.md compares the two: `easgd-10` and
-  `easgd-10-remotecall`).
-
-The graph holds both, behind a worker-local Switch on whether a marker resource exists on
-the worker: a scalar resource variable made with raw ops, under a name unique to the graph,
-and never a `tf.Variable`, so variable collections and checkpoints stay exactly contrib's.
-It does not exist at first (REMOTE_CALL).
-
-`ElasticAverageOptimizer.choose_exchange_transport(session)` (which the optimizer's hook
-runs after each session creation) decides in two steps, neither of which makes TensorFlow
-report an error:
-
-1. Does the session share the cluster's devices? The master gives a session's workers the
-   cluster's devices when the session's configuration has
-   `share_cluster_devices_in_session=True` (or the older
-   `experimental.share_cluster_devices_in_session`), and only then. The choice reads the
-   option from the `ConfigProto` the session was created with; without it: REMOTE_CALL,
-   and nothing runs on the ps. (Asking by a direct call instead would fail to place its
-   ps ops, and TensorFlow logs such a failure as `OP_REQUIRES failed ... Cannot assign a
-   device` and `Local rendezvous is aborting` warnings, on every session creation of a
-   healthy job.) Neither the devices the session lists (the ps tasks, whatever the
-   option) nor soft placement asked for in the call op's own `config_proto` tells it:
-   both were tried. A server's own default `ConfigProto` (`tf.distribute.Server(...,
-   config=...)`), which the master merges into the configuration of every session it
-   creates, is not visible from the session: a session that gets the option only from
-   there uses REMOTE_CALL, which works everywhere.
-2. If so, a probe: a direct call that asks every ps task whether a variable it holds for
-   the exchange (a centre, or the global step) is initialised. It creates the marker when
-   every answer is yes (DIRECT), and destroys it (REMOTE_CALL) when an answer is no (the
-   variable is not initialised there, e.g. on a ps restarted empty) or when the call
-   cannot be placed after all (e.g. a local session given the option).
-
-The choice is logged at INFO when it is made first and whenever it changes, not on every
-session creation.
+`ExchangeTransport` chooses between a direct call (through TensorFlow's Send/Recv, when the
+session shares the cluster's devices) and a `RemoteCall` (in every session), records the
+choice in a marker resource on the worker, and probes the ps only when it may go direct.
+docs/DESIGN.md ("Transports").
 """
 
 import uuid
 
 import tensorflow as tf
 
-from tf_contrib_easgd.exchange import define_function
+from tf_contrib_easgd.graph_functions import define_function
 from tf_contrib_easgd.recovery import is_recoverable_error
 
 #: The transport through TensorFlow's Send/Recv (needs `share_cluster_devices_in_session`).
@@ -104,7 +61,7 @@ class ExchangeTransport:
         Args:
             targets: a dict from a task's device name to an object whose `is_initialized()`
                 builds a scalar bool op answering whether a variable the exchange needs on
-                that task is initialised there (exchange.py's `_VariableAddress`).
+                that task is initialised there (a `variable_address.VariableAddress`).
 
         Raises:
             RuntimeError: if a new task comes after the probe was built.
@@ -126,7 +83,7 @@ class ExchangeTransport:
         """Chooses the transport for `session` and creates or destroys the marker accordingly.
 
         A session whose `ConfigProto` does not share the cluster's devices gets REMOTE_CALL
-        at once; otherwise the probe runs (see the module docstring).
+        at once; otherwise the probe runs (docs/DESIGN.md, "Transports").
 
         Args:
             session: a `tf.compat.v1.Session` of this worker's graph (not a monitored
@@ -143,46 +100,46 @@ class ExchangeTransport:
                 the error `MonitoredTrainingSession` recovers from).
             tf.errors.OpError: any other error of the probe but a placement error.
         """
-        if not isinstance(session, (tf.compat.v1.Session, tf.compat.v1.InteractiveSession)):
-            raise TypeError(
-                "session must be a tf.compat.v1.Session (in a hook: the session that "
-                f"after_create_session receives), got {session!r} of type "
-                f"{type(session).__name__}."
-            )
+        _check_session(session)
         if not self._targets:
             return NONE
-        if self._probe is None:
-            if session.graph.finalized:
-                raise RuntimeError(
-                    "The exchange transport probe was not built before the graph was "
-                    "finalized: call get_init_op (or make_session_run_hook) first."
-                )
-            with session.graph.as_default():
-                self.build()
+        self._build_for(session)
         ask, use_direct, use_remote_call = self._probe
-        if not shares_cluster_devices(session):
-            session.run(use_remote_call)
-            return self._chosen(REMOTE_CALL, _NOT_SHARED)
+        choice, reason = REMOTE_CALL, _NOT_SHARED
+        if shares_cluster_devices(session):
+            choice, reason = self._run_probe(session, ask)
+        session.run(use_direct if choice == DIRECT else use_remote_call)
+        return self._chosen(choice, reason)
+
+    def _build_for(self, session):
+        """Builds the probe in the graph of `session` if it was not built yet."""
+        if self._probe is not None:
+            return
+        if session.graph.finalized:
+            raise RuntimeError(
+                "The exchange transport probe was not built before the graph was "
+                "finalized: call get_init_op (or make_session_run_hook) first."
+            )
+        with session.graph.as_default():
+            self.build()
+
+    @staticmethod
+    def _run_probe(session, ask):
+        """Runs the probe; returns (`DIRECT`, None) if every task said yes, else
+        (`REMOTE_CALL`, why)."""
         try:
             answers = session.run(ask)
         except tf.errors.InvalidArgumentError as error:
             # The worker's function runtime cannot place ops on the ps ("Cannot assign a
             # device") although the session asked for the cluster's devices.
-            session.run(use_remote_call)
-            return self._chosen(
-                REMOTE_CALL, f"the probe could not reach the ps: {_placement_error(error)}"
-            )
+            return REMOTE_CALL, f"the probe could not reach the ps: {_placement_error(error)}"
         except tf.errors.InternalError as error:
             if is_recoverable_error(error):
                 raise tf.errors.UnavailableError(error.node_def, error.op, error.message) from error
             raise
         if not all(answers):
-            session.run(use_remote_call)
-            return self._chosen(
-                REMOTE_CALL, "a parameter server does not hold the exchange's variables yet"
-            )
-        session.run(use_direct)
-        return self._chosen(DIRECT, None)
+            return REMOTE_CALL, "a parameter server does not hold the exchange's variables yet"
+        return DIRECT, None
 
     def _chosen(self, choice, reason):
         """Records `choice` and logs it at INFO, with `reason`, unless it is the last one
@@ -252,6 +209,16 @@ def shares_cluster_devices(session):
         config.share_cluster_devices_in_session
         or config.experimental.share_cluster_devices_in_session
     )
+
+
+def _check_session(session):
+    """Raises TypeError unless `session` is a `tf.compat.v1.Session`."""
+    if not isinstance(session, (tf.compat.v1.Session, tf.compat.v1.InteractiveSession)):
+        raise TypeError(
+            "session must be a tf.compat.v1.Session (in a hook: the session that "
+            f"after_create_session receives), got {session!r} of type "
+            f"{type(session).__name__}."
+        )
 
 
 def _placement_error(error):

@@ -11,14 +11,15 @@ folder, so it is never left half-written), its original kept beside it as `FILE.
 existing `.bak` is never overwritten); `--nobackup` skips that. `--dry_run` writes nothing
 and prints a unified diff instead; findings are listed either way.
 
-What is rewritten is described in `tf_contrib_easgd.migrate.codemod`; in short: contrib's EASGD
-names through any alias of `tensorflow` or of contrib's modules, or from a local copy of
-contrib's module; `tf.device(<device function>)` (which TF 2 refuses); `tf.layers` (with
-the Keras 2 switch it needs); and, in modules that build TF1 graphs, `tf.Variable`, TF1's
-`tf.summary` ops and, for a script, one `tf.compat.v1.disable_v2_behavior()` after the
-imports. Everything else TF 2 changed is `tf_upgrade_v2`'s job. Convert Python 2 sources to
-Python 3 first, run `tf_upgrade_v2` next, then this tool (see docs/MIGRATING.md). Running
-the tool twice changes nothing the second time.
+What is rewritten, and why, is in docs/DESIGN.md ("The migration tool"); in short:
+contrib's EASGD names through any alias of `tensorflow` or of contrib's modules, or from a
+local copy of contrib's module; `tf.device(<device function>)` (which TF 2 refuses);
+`tf.layers` (with the Keras 2 switch it needs); and, in modules that build TF1 graphs,
+`tf.Variable`, TF1's `tf.summary` ops and, for a script, one
+`tf.compat.v1.disable_v2_behavior()` after the imports. Everything else TF 2 changed is
+`tf_upgrade_v2`'s job. Convert Python 2 sources to Python 3 first, run `tf_upgrade_v2` next,
+then this tool (see docs/MIGRATING.md). Running the tool twice changes nothing the second
+time.
 
 Exit status: 0 when everything was converted (and after the help: --help, -h, --helpshort,
 --helpfull); 1 when some use could not be (each is listed on stderr as FILE:LINE: message,

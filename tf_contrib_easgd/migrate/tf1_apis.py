@@ -1,11 +1,10 @@
 # ruff: noqa: N802 -- libcst dispatches on the node class names: leave_Call, visit_Name, ...
 """TF1 APIs that TF 2 keeps under other names, and local copies of contrib's EASGD module.
 
-Helpers of `tf_contrib_easgd.migrate.codemod` (whose docstring lists what they rewrite and why):
-`Scan` and `LegacyApiRewriter` for `tf.Variable`, `tf.layers`, TF1's `tf.summary` and EASGD
-names imported from a local copy of contrib's module (the Keras 2 switch that `tf.layers`
-needs is `_legacy_keras`'s); `line_mapper` to carry line numbers from one version of a text
-to the next.
+Helpers of `tf_contrib_easgd.migrate.codemod`: `Scan` and `LegacyApiRewriter` for `tf.Variable`,
+`tf.layers`, TF1's `tf.summary` and EASGD names imported from a local copy of contrib's module
+(the Keras 2 switch that `tf.layers` needs is `legacy_keras`'s); `ImportNeeds`, the imports
+the rewrites need; `line_mapper` to carry line numbers from one version of a text to the next.
 """
 
 import dataclasses

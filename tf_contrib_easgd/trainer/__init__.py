@@ -1,7 +1,9 @@
 """easgd-train: trains a built-in model on a ps/worker cluster with the library.
 
-`cli` reads the flags or TF_CONFIG and runs one task or a local cluster (`launcher`); a
-task (`task`) is a parameter server or a worker that trains a `models` model on `data`,
-reporting through `progress`. It uses the library's public names only. docs/TRAINING.md
-documents the command; docs/DESIGN.md the task lifecycle.
+`cli` defines the flags and `config` turns them (or TF_CONFIG) into a `TrainConfig`; local
+mode (`local`) runs every task as a child process (`launcher`). A task (`task`) is a
+parameter server or a worker (`worker`), which trains a `models` model on `data` in the
+graph of `graph`, writes and evaluates the centre (`export`, file names in `files`) and
+reports through `progress`. It uses the library's public names only. docs/TRAINING.md
+documents the command; docs/DESIGN.md ("The trainer's task lifecycle") the design.
 """

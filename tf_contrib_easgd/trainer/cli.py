@@ -18,8 +18,6 @@ failed, 2 bad flags or TF_CONFIG or dataset, 130 interrupted.
 """
 
 import dataclasses
-import json
-import math
 import os
 import sys
 import tempfile
@@ -28,34 +26,18 @@ import time
 from absl import app, flags
 from absl import logging as absl_logging
 
-from tf_contrib_easgd.trainer import cluster, data, launcher, progress
-
-#: The `--model` choices (`models.MODELS`; repeated so that flag parsing needs no
-#: TensorFlow).
-MODELS = ("mlp", "cnn")
-
-#: The `--optimizer` choices and the learning rate each gets without `--learning_rate`.
-DEFAULT_LEARNING_RATES = {
-    "sgd": 0.1,
-    "momentum": 0.05,
-    "nesterov": 0.05,
-    "adam": 0.002,
-    "adagrad": 0.1,
-    "rmsprop": 0.002,
-}
-OPTIMIZERS = tuple(DEFAULT_LEARNING_RATES)
-
-LOCAL = "local"
-TASK = "task"
-
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-
-#: How long the launcher lets the parameter servers exit by themselves after the job.
-_SERVER_EXIT_SECS = 10.0
-
-_TASK_FLAGS = ("job_name", "task_index", "ps_hosts", "worker_hosts")
+from tf_contrib_easgd.trainer import cluster, data, local, progress
+from tf_contrib_easgd.trainer.config import (
+    DEFAULT_LEARNING_RATES,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    LOCAL,
+    MODELS,
+    OPTIMIZERS,
+    TASK,
+    UsageError,
+    plan_from_flags,
+)
 
 FLAGS = flags.FLAGS
 
@@ -175,273 +157,6 @@ flags.DEFINE_enum(
 )
 
 
-class UsageError(ValueError):
-    """A flag, TF_CONFIG or the dataset is unusable; the message names which and why."""
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """The validated training settings every task of a job shares (see the flags)."""
-
-    steps: int
-    batch_size: int
-    optimizer: str
-    learning_rate: float
-    communication_period: int
-    moving_rate: float | None
-    rho: float
-    synchronous: bool
-    model: str
-    dataset: str
-    model_dir: str
-    save_checkpoint_steps: int
-    seed: int
-    log_every_steps: int
-    eval_every_steps: int
-    timeout_secs: float
-
-    def to_flags(self):
-        """Returns the command-line flags that give a task this configuration."""
-        values = dataclasses.asdict(self)
-        return [
-            f"--{name}={str(value).lower() if isinstance(value, bool) else value}"
-            for name, value in values.items()
-            if value is not None
-        ]
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """What this invocation runs: a local cluster, or one task (`task` set)."""
-
-    config: TrainConfig
-    task: cluster.TaskConfig | None = None
-    num_ps: int = 1
-    num_workers: int = 2
-    max_restarts: int = 0
-
-
-def plan_from_flags(flag_values=FLAGS, environ=None):
-    """Validates the parsed flags (and TF_CONFIG) and returns what to run.
-
-    Args:
-        flag_values: the parsed `absl.flags.FlagValues`.
-        environ: the environment to read TF_CONFIG from (default `os.environ`).
-
-    Returns:
-        A `Plan`.
-
-    Raises:
-        UsageError: naming the flag (or TF_CONFIG, or the dataset path) and its value.
-    """
-    environ = os.environ if environ is None else environ
-    f = flag_values
-    task_flags_given = [name for name in _TASK_FLAGS if f[name].value is not None]
-    tf_config = environ.get(cluster.TF_CONFIG, "").strip()
-    implied = TASK if task_flags_given or tf_config else LOCAL
-    mode = f.cluster if f["cluster"].present else implied
-
-    try:
-        task = None
-        if mode == LOCAL and task_flags_given:
-            name = task_flags_given[0]
-            raise UsageError(
-                f"--{name}={f[name].value!r} describes one task of a multi-machine job; it "
-                "cannot be combined with --cluster=local."
-            )
-        if mode == TASK:
-            for name in ("ps", "workers", "max_restarts"):
-                if f[name].present:
-                    raise UsageError(
-                        f"--{name}={f[name].value} applies to --cluster=local only; in task "
-                        "mode the cluster comes from --ps_hosts/--worker_hosts or TF_CONFIG, "
-                        "and whoever starts the tasks restarts them."
-                    )
-            task = _task_from(f, task_flags_given, tf_config)
-    except cluster.ClusterConfigError as error:
-        raise UsageError(str(error)) from None
-
-    learning_rate = f.learning_rate
-    if learning_rate is None:
-        learning_rate = DEFAULT_LEARNING_RATES[f.optimizer]
-    elif not learning_rate > 0:
-        raise UsageError(f"--learning_rate={learning_rate!r}: must be > 0.")
-    if f.moving_rate is not None and not 0 < f.moving_rate <= 1:
-        raise UsageError(f"--moving_rate={f.moving_rate!r}: must be in (0, 1].")
-    if not f.rho >= 0:
-        raise UsageError(f"--rho={f.rho!r}: must be >= 0.")
-    if not math.isfinite(f.timeout_secs):
-        raise UsageError(f"--timeout_secs={f.timeout_secs!r}: must be a finite number.")
-    if f.dataset != data.DIGITS and not (task and task.is_ps):
-        try:
-            data.load_npz(f.dataset)
-        except data.DatasetError as error:
-            raise UsageError(f"--dataset={f.dataset!r}: {error}") from None
-    if f.model_dir and os.path.exists(f.model_dir) and not os.path.isdir(f.model_dir):
-        raise UsageError(f"--model_dir={f.model_dir!r} exists and is not a directory.")
-
-    config = TrainConfig(
-        steps=f.steps,
-        batch_size=f.batch_size,
-        optimizer=f.optimizer,
-        learning_rate=learning_rate,
-        communication_period=f.communication_period,
-        moving_rate=f.moving_rate,
-        rho=f.rho,
-        synchronous=f.synchronous,
-        model=f.model,
-        dataset=f.dataset if f.dataset == data.DIGITS else os.path.abspath(f.dataset),
-        model_dir=os.path.abspath(f.model_dir) if f.model_dir else "",
-        save_checkpoint_steps=f.save_checkpoint_steps,
-        seed=f.seed,
-        log_every_steps=f.log_every_steps,
-        eval_every_steps=f.eval_every_steps,
-        timeout_secs=f.timeout_secs,
-    )
-    return Plan(
-        config=config,
-        task=task,
-        num_ps=f.ps,
-        num_workers=f.workers,
-        max_restarts=f.max_restarts,
-    )
-
-
-def _task_from(f, task_flags_given, tf_config):
-    """Returns the TaskConfig of task mode from the flags or else from TF_CONFIG."""
-    if f.job_name is not None:
-        for name in ("ps_hosts", "worker_hosts"):
-            if f[name].value is None:
-                raise UsageError(f"--job_name={f.job_name} needs --{name} as well.")
-        return cluster.from_flags(
-            f.job_name,
-            0 if f.task_index is None else f.task_index,
-            f.ps_hosts,
-            f.worker_hosts,
-        )
-    if task_flags_given:
-        name = task_flags_given[0]
-        raise UsageError(
-            f"--{name}={f[name].value!r} is given without --job_name; task mode needs "
-            "--job_name, --task_index, --ps_hosts and --worker_hosts (or TF_CONFIG alone)."
-        )
-    if not tf_config:
-        raise UsageError(
-            "--cluster=task needs --job_name, --task_index, --ps_hosts and --worker_hosts, "
-            "or the TF_CONFIG environment variable; neither is set."
-        )
-    return cluster.from_tf_config(tf_config)
-
-
-def run_local(plan, started_at, stream=None):
-    """Runs a whole job as child processes on this machine; returns the exit code.
-
-    Args:
-        plan: the `Plan` (with `task` None).
-        started_at: `time.monotonic()` when the program started.
-        stream: where progress and messages go (default `sys.stderr`).
-    """
-    stream = stream or sys.stderr
-    config = plan.config
-    try:
-        # Imported here: only local mode needs it. A dependency of the package, so missing
-        # only when the package was installed without its dependencies.
-        import portpicker  # noqa: PLC0415
-    except ImportError:
-        print(
-            "easgd-train: error: local mode needs portpicker: pip install 'portpicker>=1.6'.",
-            file=stream,
-        )
-        return EXIT_FAILED
-    ports = [portpicker.pick_unused_port() for _ in range(plan.num_ps + plan.num_workers)]
-    hosts = [f"localhost:{port}" for port in ports]
-    ps_hosts, worker_hosts = tuple(hosts[: plan.num_ps]), tuple(hosts[plan.num_ps :])
-    command = [sys.executable, "-m", "tf_contrib_easgd.trainer", "--cluster=task"]
-    command += ["--progress_format=json", *config.to_flags()]
-    tasks = [
-        launcher.TaskSpec(
-            job,
-            index,
-            tuple(command + cluster.TaskConfig(ps_hosts, worker_hosts, job, index).to_flags()),
-            finishes=job == cluster.WORKER,
-        )
-        for job, count in ((cluster.PS, plan.num_ps), (cluster.WORKER, plan.num_workers))
-        for index in range(count)
-    ]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.pop(cluster.TF_CONFIG, None)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-    display = progress.Display(plan.num_workers, config.steps, stream, bar=stream.isatty())
-    display.message(
-        f"easgd-train: {plan.num_ps} ps + {plan.num_workers} workers on localhost, "
-        f"{config.steps} local steps each; model_dir {config.model_dir}"
-    )
-
-    def on_start(task, pid, restarts):
-        again = f" (restart {restarts})" if restarts else ""
-        display.message(f"easgd-train: started {task.name}, pid {pid}{again}")
-
-    def on_line(task, line):
-        del task  # Every event names its task.
-        event = progress.parse_event(line)
-        if event is not None:
-            display.event(event)
-
-    log_dir = os.path.join(config.model_dir, "logs")
-    try:
-        with (
-            launcher.sigterm_as_keyboard_interrupt(),
-            launcher.LocalCluster(
-                tasks,
-                env=env,
-                log_dir=log_dir,
-                on_line=on_line,
-                on_start=on_start,
-                max_restarts=plan.max_restarts,
-                stall_timeout_secs=config.timeout_secs,
-            ) as local_cluster,
-        ):
-            local_cluster.start()
-            local_cluster.supervise()
-            local_cluster.wait_for_servers(_SERVER_EXIT_SECS)
-    except launcher.TaskFailedError as error:
-        display.close()
-        lines = "\n".join(f"  | {line}" for line in error.tail)
-        print(
-            f"easgd-train: error: {error}; every other task was stopped. Its last lines:\n"
-            f"{lines}\nWhole output: {error.log_path}",
-            file=stream,
-        )
-        return EXIT_FAILED
-    except launcher.StallError as error:
-        display.close()
-        print(f"easgd-train: error: {error}; every task was stopped. Logs: {log_dir}", file=stream)
-        return EXIT_FAILED
-    except KeyboardInterrupt as error:
-        display.close()
-        reason = str(error) or "Ctrl-C"
-        print(f"easgd-train: interrupted ({reason}); every task was stopped.", file=stream)
-        return EXIT_INTERRUPTED
-    display.close()
-
-    summary_path = os.path.join(config.model_dir, "summary.json")
-    try:
-        with open(summary_path, encoding="utf-8") as file:
-            summary = json.load(file)
-    except (OSError, ValueError) as error:
-        print(f"easgd-train: error: the chief wrote no summary ({error}).", file=stream)
-        return EXIT_FAILED
-    summary["wall_secs"] = time.monotonic() - started_at
-    summary_partial = summary_path + ".partial"
-    with open(summary_partial, "w", encoding="utf-8") as file:
-        json.dump(summary, file, indent=2, sort_keys=True)
-        file.write("\n")
-    os.replace(summary_partial, summary_path)
-    print(progress.summary_line(summary), file=stream, flush=True)
-    return 0
-
-
 def run_task(plan, started_at, progress_format):
     """Runs the one task of `plan` in this process; returns the exit code."""
     # Imported here: only a task needs TensorFlow, the local launcher does not.
@@ -526,7 +241,7 @@ def _main(argv):
         )
     os.makedirs(plan.config.model_dir, exist_ok=True)
     if plan.task is None:
-        return run_local(plan, started_at)
+        return local.run_local(plan, started_at)
     return run_task(plan, started_at, FLAGS.progress_format)
 
 

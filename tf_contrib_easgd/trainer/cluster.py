@@ -254,7 +254,14 @@ def from_tf_config(text):
             'object, e.g. {"cluster": {"ps": [...], "worker": [...]}, "task": {"type": '
             '"worker", "index": 0}}.'
         )
-    cluster = config["cluster"]
+    lists = _tf_config_hosts(config["cluster"])
+    workers = lists["chief"] + lists["worker"]
+    job, index = _tf_config_task(config.get("task"), lists)
+    return TaskConfig(lists["ps"], workers, job, index, source=TF_CONFIG)
+
+
+def _tf_config_hosts(cluster):
+    """Checks the `cluster` object of TF_CONFIG; returns `{task type: tuple of addresses}`."""
     unknown = sorted(set(cluster) - set(TF_CONFIG_TYPES) - {"evaluator"})
     if unknown:
         raise ClusterConfigError(
@@ -281,8 +288,16 @@ def from_tf_config(text):
     if not workers:
         raise ClusterConfigError(f"{TF_CONFIG} cluster has no 'chief' or 'worker' task.")
     _check_unique(lists["ps"] + workers, f"{TF_CONFIG} cluster", json.dumps(cluster))
+    return lists
 
-    task = config.get("task")
+
+def _tf_config_task(task, lists):
+    """Checks the `task` object of TF_CONFIG; returns easgd-train's `(job_name, task_index)`.
+
+    Args:
+        task: the value of TF_CONFIG's `task`.
+        lists: the addresses of each task type, as `_tf_config_hosts` returns them.
+    """
     if not isinstance(task, dict):
         raise ClusterConfigError(
             f'{TF_CONFIG} task={task!r}: expected an object like {{"type": "worker", "index": 0}}.'
@@ -301,10 +316,9 @@ def from_tf_config(text):
             f"{TF_CONFIG} task.index={index}: cluster.{task_type} has {size} task(s), so the "
             f"index must be in [0, {size})."
         )
-    job = TF_CONFIG_TYPES[task_type]
     if task_type == "worker":
         index += len(lists["chief"])
-    return TaskConfig(lists["ps"], workers, job, index, source=TF_CONFIG)
+    return TF_CONFIG_TYPES[task_type], index
 
 
 def _check_disjoint(ps, workers, what):

@@ -1,18 +1,10 @@
 """A local multi-process cluster: start tasks as child processes, watch them, stop them.
 
-`LocalCluster` starts one OS process per task (any command line), streams each child's
-output line by line to a callback and to a log file, and supervises them: the job is
-done when every finishing task (the workers) has exited 0; it has failed as soon as a
-child exits non-zero, or when no child printed a line for `stall_timeout_secs`. Every
-child it started is stopped when it leaves, whatever the reason (failure, Ctrl-C,
-SIGTERM, an exception): SIGTERM to the child's process group, SIGKILL after a grace
-period. Children also receive SIGKILL if the launcher itself dies (Linux parent-death
-signal), so none outlives it.
-
-A failed child is restarted in place while its `restarts` count is below
-`max_restarts` (0 by default: fail fast).
-
-TensorFlow is not needed here.
+`LocalCluster` runs one OS process per task (any command line), streams each child's
+output to a callback and a log file, restarts a failed child if allowed, and stops every
+child it started when it leaves, whatever the reason. easgd-train's local mode (`local`)
+and the tests use it; docs/DESIGN.md ("The trainer's task lifecycle") tells how a job's
+tasks are supervised. TensorFlow is not needed here.
 """
 
 import collections
@@ -120,9 +112,8 @@ class Child:
             stderr=subprocess.STDOUT,
             env=self._env,
             start_new_session=True,  # Ctrl-C reaches the launcher only; it stops children.
-            # Only calls prctl, resolved beforehand: safe between fork and exec even with
-            # the reader threads of other children running.
-            preexec_fn=_make_die_with_parent(),  # noqa: PLW1509
+            # Only calls prctl, so safe between fork and exec (see make_die_with_parent).
+            preexec_fn=make_die_with_parent(),  # noqa: PLW1509
             text=True,
             errors="replace",
             bufsize=1,
@@ -176,6 +167,11 @@ class Child:
 
 class LocalCluster:
     """Runs tasks as child processes on this machine and supervises them.
+
+    A failed child is restarted in place while its `restarts` count is below
+    `max_restarts`. Stopping sends SIGTERM to each child's process group, then SIGKILL
+    after a grace period; a child also gets SIGKILL if the launcher dies
+    (`make_die_with_parent`), so none outlives it.
 
     Use it as a context manager, so that every child is stopped on the way out:
 
@@ -371,9 +367,13 @@ class LocalCluster:
             return handed
 
 
-def _make_die_with_parent():
-    """Returns the function a child runs before exec: on Linux, it asks the kernel to
-    SIGKILL the child when the launcher dies; elsewhere None."""
+def make_die_with_parent():
+    """Returns a `preexec_fn` for `subprocess.Popen` that makes the child die with its parent.
+
+    On Linux the function asks the kernel (`prctl(PR_SET_PDEATHSIG, SIGKILL)`) to kill the
+    child when the process that started it dies; it only calls `prctl`, resolved here, so
+    it is safe between fork and exec while other threads run. Elsewhere: None.
+    """
     if not sys.platform.startswith("linux"):
         return None
     try:

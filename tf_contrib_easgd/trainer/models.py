@@ -1,4 +1,4 @@
-"""The classifiers of easgd-train, and the evaluation of a saved centre as a plain model.
+"""The classifiers of easgd-train, and their evaluation (of the centre, or of a saved model).
 
 The models make every variable with `tf.compat.v1.get_variable`, so that under an
 `ElasticAverageCustomGetter` each one gets its worker copy and centres, and built without
@@ -21,6 +21,9 @@ MLP_HIDDEN_UNITS = (128,)
 #: and the width of its dense layer.
 CNN_CHANNELS = (16, 32)
 CNN_DENSE_UNITS = 64
+
+#: Examples per batch when a model is evaluated.
+EVAL_BATCH = 1000
 
 
 def build_model(name, images, num_classes):
@@ -114,7 +117,51 @@ def _dense(inputs, units, name, initializer):
     return tf.matmul(inputs, kernel) + bias
 
 
-def evaluate_checkpoint(checkpoint_path, model, images, labels, num_classes, batch_size=1000):
+def metric_sums(logits, labels):
+    """Returns `(correct, loss)`: float64 sums over the batch of right answers and of loss.
+
+    Summed, not averaged, so that `evaluate` can add batches of any size.
+
+    Args:
+        logits: float32 tensor `(batch, num_classes)`.
+        labels: int64 tensor `(batch,)` of class indices.
+    """
+    correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1), labels), tf.float64))
+    loss = tf.reduce_sum(
+        tf.cast(
+            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits),
+            tf.float64,
+        )
+    )
+    return correct, loss
+
+
+def evaluate(run, sums, images_in, labels_in, images, labels, batch_size=EVAL_BATCH):
+    """Evaluates a model on `images` and `labels`, batch by batch.
+
+    Args:
+        run: runs fetches with a feed dict, e.g. a session's `run`.
+        sums: the `(correct, loss)` tensors of `metric_sums`.
+        images_in: the placeholder the images are fed into.
+        labels_in: the placeholder the labels are fed into.
+        images: float32 array `(n, height, width, channels)`, `n > 0`.
+        labels: int array `(n,)`.
+        batch_size: examples per evaluation batch.
+
+    Returns:
+        A dict with `accuracy` and mean cross-entropy `loss` over the `n` examples.
+    """
+    totals = np.zeros(2)
+    for start in range(0, len(images), batch_size):
+        feed = {
+            images_in: images[start : start + batch_size],
+            labels_in: labels[start : start + batch_size],
+        }
+        totals += run(list(sums), feed)
+    return {"accuracy": totals[0] / len(images), "loss": totals[1] / len(images)}
+
+
+def evaluate_checkpoint(checkpoint_path, model, images, labels, num_classes, batch_size=EVAL_BATCH):
     """Restores a checkpoint into a plain model (no EASGD) and evaluates it.
 
     The model is built in a fresh graph without any custom getter or device placement and
@@ -145,19 +192,8 @@ def evaluate_checkpoint(checkpoint_path, model, images, labels, num_classes, bat
     with graph.as_default():
         x = tf.compat.v1.placeholder(tf.float32, [None, *images.shape[1:]], name="images")
         y = tf.compat.v1.placeholder(tf.int64, [None], name="labels")
-        logits = build_model(model, x, num_classes)
-        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.float64))
-        loss = tf.reduce_sum(
-            tf.cast(
-                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits),
-                tf.float64,
-            )
-        )
+        sums = metric_sums(build_model(model, x, num_classes), y)
         saver = tf.compat.v1.train.Saver()
     with tf.compat.v1.Session(graph=graph) as session:
         saver.restore(session, checkpoint_path)
-        totals = np.zeros(2)
-        for start in range(0, len(images), batch_size):
-            feed = {x: images[start : start + batch_size], y: labels[start : start + batch_size]}
-            totals += session.run([correct, loss], feed)
-    return {"accuracy": totals[0] / len(images), "loss": totals[1] / len(images)}
+        return evaluate(session.run, sums, x, y, images, labels, batch_size)

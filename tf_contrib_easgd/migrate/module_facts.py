@@ -1,0 +1,166 @@
+# ruff: noqa: N802 -- libcst dispatches on the node class names: visit_Name, visit_If, ...
+"""What the rewrites need to know about a module before changing it: its `Facts`.
+
+A helper of `tf_contrib_easgd.migrate.codemod`: the names bound by its imports, the values
+assigned to its variables, whether it is a script, builds TF1 graphs, or picks a mode itself.
+"""
+
+import dataclasses
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, QualifiedNameProvider
+
+from tf_contrib_easgd.migrate import contrib_names as names
+from tf_contrib_easgd.migrate.contrib_names import PACKAGE, RENAMES
+
+# TF1 APIs that only work while building a graph (after `tensorflow.` or
+# `tensorflow.compat.v1.`). A script using one of them, or EASGD, needs graph mode.
+_GRAPH_APIS = frozenset(
+    {
+        "placeholder",
+        "Session",
+        "InteractiveSession",
+        "get_variable",
+        "variable_scope",
+        "get_default_graph",
+        "global_variables_initializer",
+        "local_variables_initializer",
+        "train.MonitoredTrainingSession",
+        "train.MonitoredSession",
+        "train.SingularMonitoredSession",
+        "train.Supervisor",
+        "train.Saver",
+        "train.replica_device_setter",
+    }
+)
+# The same, reached through TensorFlow's internal modules (`tensorflow.python.*`).
+_INTERNAL_GRAPH_APIS = frozenset(api.rpartition(".")[2] for api in _GRAPH_APIS)
+_MODE_SWITCHES = frozenset(
+    {
+        "disable_v2_behavior",
+        "enable_v2_behavior",
+        "disable_eager_execution",
+        "enable_eager_execution",
+    }
+)
+
+
+@dataclasses.dataclass
+class Facts:
+    """What the migration needs to know about a module before changing it.
+
+    Attributes:
+        module_aliases: dotted module -> name bound to it by a top-level `import`.
+        string_values: variable name -> the expressions assigned to it anywhere.
+        is_script: whether the module has `if __name__ == "__main__":`.
+        builds_graphs: whether it uses TF1 graph APIs or EASGD.
+        picks_mode: whether it already enables or disables TF 2 behaviour itself.
+    """
+
+    module_aliases: dict
+    string_values: dict
+    is_script: bool = False
+    builds_graphs: bool = False
+    picks_mode: bool = False
+
+    @classmethod
+    def of(cls, module):
+        """Collects the facts of a `libcst.Module`."""
+        wrapper = MetadataWrapper(module)
+        collector = _FactCollector()
+        wrapper.visit(collector)
+        return collector.facts
+
+
+class _FactCollector(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (QualifiedNameProvider,)
+
+    def __init__(self):
+        super().__init__()
+        self.facts = Facts(module_aliases={}, string_values={})
+        self._depth = 0  # Indented blocks around the node.
+        self._defs = 0  # Functions and classes around the node.
+
+    def visit_IndentedBlock(self, node):
+        self._depth += 1
+
+    def leave_IndentedBlock(self, original_node):
+        self._depth -= 1
+
+    def visit_ClassDef(self, node):
+        self._defs += 1
+
+    def leave_ClassDef(self, original_node):
+        self._defs -= 1
+
+    def leave_FunctionDef(self, original_node):
+        self._defs -= 1
+
+    def visit_Import(self, node):
+        if self._defs:
+            return  # Module-level imports only, including those in `try:` or `if`.
+        for alias in node.names:
+            if alias.evaluated_alias:
+                self.facts.module_aliases.setdefault(alias.evaluated_name, alias.evaluated_alias)
+            else:
+                top = alias.evaluated_name.split(".")[0]
+                self.facts.module_aliases.setdefault(top, top)
+
+    def visit_Assign(self, node):
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                self.facts.string_values.setdefault(target.target.value, []).append(node.value)
+
+    def visit_FunctionDef(self, node):
+        self._defs += 1
+        self.facts.string_values.setdefault(node.name.value, []).append(node)
+
+    def visit_If(self, node):
+        if self._depth == 0 and _is_main_guard(node.test):
+            self.facts.is_script = True
+
+    def visit_Attribute(self, node):
+        self._note_api(node)
+
+    def visit_Name(self, node):
+        self._note_api(node)
+
+    def _note_api(self, node):
+        for name in names.qualified_names(self, node):
+            if _is_mode_switch(name):
+                self.facts.picks_mode = True
+            if _builds_graphs(name):
+                self.facts.builds_graphs = True
+
+
+def _is_mode_switch(name):
+    """Whether the qualified `name` enables or disables TF 2 behaviour or eager execution."""
+    return name.startswith("tensorflow.") and name.removeprefix("tensorflow.") in _MODE_SWITCHES
+
+
+def _builds_graphs(name):
+    """Whether the qualified `name` is a TF1 graph API or EASGD (contrib's or this package's)."""
+    short = name.removeprefix("tensorflow.")
+    return (
+        (name.startswith("tensorflow.") and short in _GRAPH_APIS)
+        or (
+            name.startswith("tensorflow.python.")
+            and name.rpartition(".")[2] in _INTERNAL_GRAPH_APIS
+        )
+        or name in RENAMES
+        or name.startswith(PACKAGE + ".")
+    )
+
+
+def _is_main_guard(test):
+    """Whether `test` is `__name__ == "__main__"` (either way round)."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    sides = sorted(
+        (type(side).__name__, getattr(side, "value", "")) for side in (test.left, target.comparator)
+    )
+    return isinstance(target.operator, cst.Equal) and sides in (
+        [("Name", "__name__"), ("SimpleString", '"__main__"')],
+        [("Name", "__name__"), ("SimpleString", "'__main__'")],
+    )

@@ -1,0 +1,220 @@
+"""The settings of an easgd-train job: `TrainConfig`, and the checks that make it from flags.
+
+`plan_from_flags` turns the parsed flags (and TF_CONFIG) into a `Plan`: the shared
+`TrainConfig` and, in task mode, the one task to run. It needs no TensorFlow, so that every
+flag is checked before any process starts. The flags themselves are defined in `cli`.
+"""
+
+import dataclasses
+import math
+import os
+
+from absl import flags
+
+from tf_contrib_easgd.trainer import cluster, data
+
+#: The `--model` choices (`models.MODELS`; repeated so that flag parsing needs no
+#: TensorFlow).
+MODELS = ("mlp", "cnn")
+
+#: The `--optimizer` choices and the learning rate each gets without `--learning_rate`.
+DEFAULT_LEARNING_RATES = {
+    "sgd": 0.1,
+    "momentum": 0.05,
+    "nesterov": 0.05,
+    "adam": 0.002,
+    "adagrad": 0.1,
+    "rmsprop": 0.002,
+}
+#: The optimizers `graph.make_optimizer` builds.
+OPTIMIZERS = tuple(DEFAULT_LEARNING_RATES)
+
+#: The `--cluster` modes.
+LOCAL = "local"
+TASK = "task"
+
+#: easgd-train's exit codes: done, a task failed, bad flags (a `UsageError`), interrupted.
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+#: The flags that describe one task of a multi-machine job.
+TASK_FLAGS = ("job_name", "task_index", "ps_hosts", "worker_hosts")
+
+#: The flags of local mode only.
+_LOCAL_FLAGS = ("ps", "workers", "max_restarts")
+
+
+class UsageError(ValueError):
+    """A flag, TF_CONFIG or the dataset is unusable; the message names which and why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """The validated training settings every task of a job shares (see the flags)."""
+
+    steps: int
+    batch_size: int
+    optimizer: str
+    learning_rate: float
+    communication_period: int
+    moving_rate: float | None
+    rho: float
+    synchronous: bool
+    model: str
+    dataset: str
+    model_dir: str
+    save_checkpoint_steps: int
+    seed: int
+    log_every_steps: int
+    eval_every_steps: int
+    timeout_secs: float
+
+    def to_flags(self):
+        """Returns the command-line flags that give a task this configuration."""
+        values = dataclasses.asdict(self)
+        return [
+            f"--{name}={str(value).lower() if isinstance(value, bool) else value}"
+            for name, value in values.items()
+            if value is not None
+        ]
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What this invocation runs: a local cluster, or one task (`task` set)."""
+
+    config: TrainConfig
+    task: cluster.TaskConfig | None = None
+    num_ps: int = 1
+    num_workers: int = 2
+    max_restarts: int = 0
+
+
+def plan_from_flags(flag_values=flags.FLAGS, environ=None):
+    """Validates the parsed flags (and TF_CONFIG) and returns what to run.
+
+    Args:
+        flag_values: the parsed `absl.flags.FlagValues`.
+        environ: the environment to read TF_CONFIG from (default `os.environ`).
+
+    Returns:
+        A `Plan`.
+
+    Raises:
+        UsageError: naming the flag (or TF_CONFIG, or the dataset path) and its value.
+    """
+    f = flag_values
+    task = _task_of(f, os.environ if environ is None else environ)
+    config = _train_config(f, task)
+    return Plan(
+        config=config,
+        task=task,
+        num_ps=f.ps,
+        num_workers=f.workers,
+        max_restarts=f.max_restarts,
+    )
+
+
+def _task_of(f, environ):
+    """Returns the task of task mode, or None in local mode (chosen as `--cluster` says)."""
+    task_flags_given = [name for name in TASK_FLAGS if f[name].value is not None]
+    tf_config = environ.get(cluster.TF_CONFIG, "").strip()
+    implied = TASK if task_flags_given or tf_config else LOCAL
+    mode = f.cluster if f["cluster"].present else implied
+    try:
+        if mode == LOCAL:
+            if task_flags_given:
+                name = task_flags_given[0]
+                raise UsageError(
+                    f"--{name}={f[name].value!r} describes one task of a multi-machine job; "
+                    "it cannot be combined with --cluster=local."
+                )
+            return None
+        for name in _LOCAL_FLAGS:
+            if f[name].present:
+                raise UsageError(
+                    f"--{name}={f[name].value} applies to --cluster=local only; in task "
+                    "mode the cluster comes from --ps_hosts/--worker_hosts or TF_CONFIG, "
+                    "and whoever starts the tasks restarts them."
+                )
+        return _task_from(f, task_flags_given, tf_config)
+    except cluster.ClusterConfigError as error:
+        raise UsageError(str(error)) from None
+
+
+def _task_from(f, task_flags_given, tf_config):
+    """Returns the TaskConfig of task mode from the flags or else from TF_CONFIG."""
+    if f.job_name is not None:
+        for name in ("ps_hosts", "worker_hosts"):
+            if f[name].value is None:
+                raise UsageError(f"--job_name={f.job_name} needs --{name} as well.")
+        return cluster.from_flags(
+            f.job_name,
+            0 if f.task_index is None else f.task_index,
+            f.ps_hosts,
+            f.worker_hosts,
+        )
+    if task_flags_given:
+        name = task_flags_given[0]
+        raise UsageError(
+            f"--{name}={f[name].value!r} is given without --job_name; task mode needs "
+            "--job_name, --task_index, --ps_hosts and --worker_hosts (or TF_CONFIG alone)."
+        )
+    if not tf_config:
+        raise UsageError(
+            "--cluster=task needs --job_name, --task_index, --ps_hosts and --worker_hosts, "
+            "or the TF_CONFIG environment variable; neither is set."
+        )
+    return cluster.from_tf_config(tf_config)
+
+
+def _train_config(f, task):
+    """Checks the training flags and returns the `TrainConfig` they give."""
+    learning_rate = _learning_rate(f)
+    if f.moving_rate is not None and not 0 < f.moving_rate <= 1:
+        raise UsageError(f"--moving_rate={f.moving_rate!r}: must be in (0, 1].")
+    if not f.rho >= 0:
+        raise UsageError(f"--rho={f.rho!r}: must be >= 0.")
+    if not math.isfinite(f.timeout_secs):
+        raise UsageError(f"--timeout_secs={f.timeout_secs!r}: must be a finite number.")
+    _check_dataset(f.dataset, task)
+    if f.model_dir and os.path.exists(f.model_dir) and not os.path.isdir(f.model_dir):
+        raise UsageError(f"--model_dir={f.model_dir!r} exists and is not a directory.")
+    return TrainConfig(
+        steps=f.steps,
+        batch_size=f.batch_size,
+        optimizer=f.optimizer,
+        learning_rate=learning_rate,
+        communication_period=f.communication_period,
+        moving_rate=f.moving_rate,
+        rho=f.rho,
+        synchronous=f.synchronous,
+        model=f.model,
+        dataset=f.dataset if f.dataset == data.DIGITS else os.path.abspath(f.dataset),
+        model_dir=os.path.abspath(f.model_dir) if f.model_dir else "",
+        save_checkpoint_steps=f.save_checkpoint_steps,
+        seed=f.seed,
+        log_every_steps=f.log_every_steps,
+        eval_every_steps=f.eval_every_steps,
+        timeout_secs=f.timeout_secs,
+    )
+
+
+def _learning_rate(f):
+    """`--learning_rate`, or the default of `--optimizer` when it is not given."""
+    if f.learning_rate is None:
+        return DEFAULT_LEARNING_RATES[f.optimizer]
+    if not f.learning_rate > 0:
+        raise UsageError(f"--learning_rate={f.learning_rate!r}: must be > 0.")
+    return f.learning_rate
+
+
+def _check_dataset(dataset, task):
+    """Loads an `.npz` dataset once to check it; a parameter server never reads it."""
+    if dataset == data.DIGITS or (task and task.is_ps):
+        return
+    try:
+        data.load_npz(dataset)
+    except data.DatasetError as error:
+        raise UsageError(f"--dataset={dataset!r}: {error}") from None

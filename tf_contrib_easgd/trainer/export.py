@@ -1,0 +1,135 @@
+"""What an easgd-train worker writes and measures: checkpoints, the export, the evaluations.
+
+The chief checkpoints the centre, exports it under the plain model's names, evaluates it
+(during training in its own graph, at the end as a plain model restored from the export)
+and writes `summary.json`; `centre_digest` tells whether two centres are equal. See
+docs/DESIGN.md, "The trainer's task lifecycle"; the file names are in `files`.
+"""
+
+import hashlib
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from tf_contrib_easgd.trainer import files, models
+
+
+def raw_session(sess):
+    """The `tf.compat.v1.Session` inside a `MonitoredSession`, as it is now.
+
+    Savers and one-off reads run on it directly: through `run_step_fn`, a function that
+    fails on a lost parameter server would be called again with the closed session, while
+    here the error reaches the worker's recovery loop.
+    """
+    return sess.run_step_fn(lambda step_context: step_context.session)
+
+
+def save_checkpoint(sess, g, model_dir):
+    """Writes a checkpoint of the global variables (the centre, global_step) to `model_dir`.
+
+    Args:
+        sess: the chief's `MonitoredSession`.
+        g: its `graph.WorkerGraph`.
+        model_dir: the job's `--model_dir`.
+
+    Returns:
+        The checkpoint's path prefix.
+    """
+    return g.saver.save(
+        raw_session(sess),
+        os.path.join(model_dir, files.CHECKPOINT_PREFIX),
+        global_step=g.global_step,
+        write_meta_graph=False,
+    )
+
+
+def export_centre(sess, g, model_dir):
+    """Saves the centre under the plain model's variable names (`swapping_saver`).
+
+    Returns:
+        The export's path prefix, `model_dir/export/centre`.
+    """
+    return g.export_saver.save(
+        raw_session(sess),
+        os.path.join(model_dir, files.EXPORT_DIR, files.EXPORT_PREFIX),
+        write_meta_graph=False,
+    )
+
+
+def evaluate_centre(sess, g, dataset):
+    """Returns the accuracy and mean loss of the current centre on the test split."""
+    centre = g.centre_eval
+    result = models.evaluate(
+        sess.run, centre.sums, centre.images, centre.labels, dataset.x_test, dataset.y_test
+    )
+    return float(result["accuracy"]), float(result["loss"])
+
+
+def scalars_summary(values):
+    """Returns a TensorBoard `Summary` proto with one scalar per item of `values`."""
+    return tf.compat.v1.Summary(
+        value=[tf.compat.v1.Summary.Value(tag=k, simple_value=v) for k, v in values.items()]
+    )
+
+
+def centre_digest(arrays_by_name):
+    """Returns a SHA-256 hex digest of named arrays: equal digests mean equal values.
+
+    Args:
+        arrays_by_name: `{variable name: numpy array}`, e.g. the global centres as a
+            session reads them (`WorkerGraph.centre_by_name()`) or as a checkpoint reader
+            returns them.
+    """
+    digest = hashlib.sha256()
+    for name in sorted(arrays_by_name):
+        array = np.ascontiguousarray(arrays_by_name[name])
+        digest.update(f"{name}:{array.dtype.str}:{array.shape}:".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def write_job_summary(worker, outcome, state):
+    """Evaluates the exported centre as a plain model and writes `summary.json`.
+
+    Args:
+        worker: the chief's `worker.Worker`.
+        outcome: its `worker.Outcome`.
+        state: its `worker.TrainState`.
+
+    Returns:
+        The summary dict written.
+    """
+    task, config, dataset = worker.task, worker.config, worker.dataset
+    evaluation = models.evaluate_checkpoint(
+        outcome.export_path, config.model, dataset.x_test, dataset.y_test, dataset.num_classes
+    )
+    summary = {
+        "test_accuracy": float(evaluation["accuracy"]),
+        "test_loss": float(evaluation["loss"]),
+        "test_examples": len(dataset.x_test),
+        "dataset": os.path.basename(dataset.name),
+        "model": config.model,
+        "optimizer": config.optimizer,
+        "learning_rate": config.learning_rate,
+        "communication_period": config.communication_period,
+        "moving_rate": worker.g.optimizer.moving_rate,
+        "rho": config.rho,
+        "synchronous": config.synchronous,
+        "batch_size": config.batch_size,
+        "seed": config.seed,
+        "num_ps": task.num_ps,
+        "num_workers": task.num_workers,
+        "local_steps": dict(sorted(outcome.local_steps.items(), key=lambda item: int(item[0]))),
+        "exchanges": outcome.exchanges,
+        "chief_train_secs": state.train_secs,
+        "chief_steps_per_sec": state.step / max(state.train_secs, 1e-9),
+        "chief_recoveries": state.recoveries,
+        "chief_secs": time.monotonic() - worker.started_at,
+        "model_dir": config.model_dir,
+        "checkpoint": outcome.checkpoint,
+        "export": outcome.export_path,
+    }
+    files.write_summary(config.model_dir, summary)
+    return summary

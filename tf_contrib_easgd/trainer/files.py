@@ -1,0 +1,55 @@
+"""The files of an easgd-train job in `--model_dir`, and the atomic write of `summary.json`.
+
+    model.ckpt-<global_step>.*   the chief's checkpoints of the centre and global_step
+    export/centre.*              the centre under the plain model's variable names
+    worker_<i>/                  TensorBoard events of worker i
+    summary.json                 the chief's result (local mode adds `wall_secs`)
+    logs/                        local mode: each task's output
+
+No TensorFlow here: the local launcher reads and completes the summary too.
+"""
+
+import json
+import os
+
+SUMMARY_FILE = "summary.json"
+EXPORT_DIR = "export"
+EXPORT_PREFIX = "centre"
+CHECKPOINT_PREFIX = "model.ckpt"
+LOGS_DIR = "logs"
+
+
+def events_dir(model_dir, task_index):
+    """The directory of worker `task_index`'s TensorBoard events."""
+    return os.path.join(model_dir, f"worker_{task_index}")
+
+
+def summary_path(model_dir):
+    """The path of `summary.json` in `model_dir`."""
+    return os.path.join(model_dir, SUMMARY_FILE)
+
+
+def read_summary(model_dir):
+    """Returns the dict in `model_dir/summary.json`.
+
+    Raises:
+        OSError: if the file cannot be read.
+        ValueError: if it is not JSON.
+    """
+    with open(summary_path(model_dir), encoding="utf-8") as file:
+        return json.load(file)
+
+
+def write_summary(model_dir, summary):
+    """Writes `summary` as JSON to `model_dir/summary.json` (atomically) and returns the path.
+
+    The JSON goes to `summary.json.partial` first, which then replaces `summary.json`: a
+    reader sees the old file or the new one, never a part.
+    """
+    path = summary_path(model_dir)
+    partial = path + ".partial"
+    with open(partial, "w", encoding="utf-8") as file:
+        json.dump(summary, file, indent=2, sort_keys=True)
+        file.write("\n")
+    os.replace(partial, path)
+    return path

@@ -1,0 +1,137 @@
+"""easgd-train's local mode: a whole job as child processes of this one, on loopback ports.
+
+`run_local` starts each task as `python -m tf_contrib_easgd.trainer --cluster=task ...`
+under a `launcher.LocalCluster`, shows their progress events, and completes the chief's
+`summary.json` with the wall time. No TensorFlow here. See docs/DESIGN.md, "The trainer's
+task lifecycle".
+"""
+
+import os
+import sys
+import time
+
+import portpicker
+
+from tf_contrib_easgd.trainer import cluster, files, launcher, progress
+from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_INTERRUPTED
+
+#: How long the launcher lets the parameter servers exit by themselves after the job.
+_SERVER_EXIT_SECS = 10.0
+
+
+def run_local(plan, started_at, stream=None):
+    """Runs a whole job as child processes on this machine; returns the exit code.
+
+    Args:
+        plan: the `config.Plan` (with `task` None).
+        started_at: `time.monotonic()` when the program started.
+        stream: where progress and messages go (default `sys.stderr`).
+    """
+    stream = stream or sys.stderr
+    config = plan.config
+    tasks = _task_specs(plan)
+    display = progress.Display(plan.num_workers, config.steps, stream, bar=stream.isatty())
+    display.message(
+        f"easgd-train: {plan.num_ps} ps + {plan.num_workers} workers on localhost, "
+        f"{config.steps} local steps each; model_dir {config.model_dir}"
+    )
+    code = _supervise(plan, tasks, display, stream)
+    if code:
+        return code
+    return _complete_summary(config.model_dir, started_at, stream)
+
+
+def _task_specs(plan):
+    """The `launcher.TaskSpec` of every task of `plan`, each on a free loopback port."""
+    ports = [portpicker.pick_unused_port() for _ in range(plan.num_ps + plan.num_workers)]
+    hosts = [f"localhost:{port}" for port in ports]
+    ps_hosts, worker_hosts = tuple(hosts[: plan.num_ps]), tuple(hosts[plan.num_ps :])
+    command = [sys.executable, "-m", "tf_contrib_easgd.trainer", "--cluster=task"]
+    command += ["--progress_format=json", *plan.config.to_flags()]
+    return [
+        launcher.TaskSpec(
+            job,
+            index,
+            tuple(command + cluster.TaskConfig(ps_hosts, worker_hosts, job, index).to_flags()),
+            finishes=job == cluster.WORKER,
+        )
+        for job, count in ((cluster.PS, plan.num_ps), (cluster.WORKER, plan.num_workers))
+        for index in range(count)
+    ]
+
+
+def _task_environment():
+    """The children's environment: unbuffered output, no TF_CONFIG, fewer TF log lines."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.pop(cluster.TF_CONFIG, None)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+def _supervise(plan, tasks, display, stream):
+    """Runs `tasks` until the workers are done; returns 0 or the exit code of a failure.
+
+    Every task still running is stopped on the way out. The display is closed.
+    """
+    config = plan.config
+
+    def on_start(task, pid, restarts):
+        again = f" (restart {restarts})" if restarts else ""
+        display.message(f"easgd-train: started {task.name}, pid {pid}{again}")
+
+    def on_line(task, line):
+        del task  # Every event names its task.
+        event = progress.parse_event(line)
+        if event is not None:
+            display.event(event)
+
+    log_dir = os.path.join(config.model_dir, files.LOGS_DIR)
+    try:
+        with (
+            launcher.sigterm_as_keyboard_interrupt(),
+            launcher.LocalCluster(
+                tasks,
+                env=_task_environment(),
+                log_dir=log_dir,
+                on_line=on_line,
+                on_start=on_start,
+                max_restarts=plan.max_restarts,
+                stall_timeout_secs=config.timeout_secs,
+            ) as local_cluster,
+        ):
+            local_cluster.start()
+            local_cluster.supervise()
+            local_cluster.wait_for_servers(_SERVER_EXIT_SECS)
+    except launcher.TaskFailedError as error:
+        display.close()
+        lines = "\n".join(f"  | {line}" for line in error.tail)
+        print(
+            f"easgd-train: error: {error}; every other task was stopped. Its last lines:\n"
+            f"{lines}\nWhole output: {error.log_path}",
+            file=stream,
+        )
+        return EXIT_FAILED
+    except launcher.StallError as error:
+        display.close()
+        print(f"easgd-train: error: {error}; every task was stopped. Logs: {log_dir}", file=stream)
+        return EXIT_FAILED
+    except KeyboardInterrupt as error:
+        display.close()
+        reason = str(error) or "Ctrl-C"
+        print(f"easgd-train: interrupted ({reason}); every task was stopped.", file=stream)
+        return EXIT_INTERRUPTED
+    display.close()
+    return 0
+
+
+def _complete_summary(model_dir, started_at, stream):
+    """Adds `wall_secs` to the chief's summary.json and prints its line; returns the exit code."""
+    try:
+        summary = files.read_summary(model_dir)
+    except (OSError, ValueError) as error:
+        print(f"easgd-train: error: the chief wrote no summary ({error}).", file=stream)
+        return EXIT_FAILED
+    summary["wall_secs"] = time.monotonic() - started_at
+    files.write_summary(model_dir, summary)
+    print(progress.summary_line(summary), file=stream, flush=True)
+    return 0

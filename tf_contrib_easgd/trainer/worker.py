@@ -1,0 +1,381 @@
+"""An easgd-train worker: its start, its training loop, its recoveries and its end of the job.
+
+`run_worker` trains worker `task_index` in `MonitoredSession`s, a new one after each lost
+parameter server (`train_with_recovery`); the chief, worker 0, then waits for the others,
+checkpoints and exports the centre (`export`), and stops the parameter servers. See
+docs/DESIGN.md, "The trainer's task lifecycle", for the order of it all.
+"""
+
+import dataclasses
+import functools
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from tf_contrib_easgd import (
+    CentreKeepingScaffold,
+    CentreWaitingSessionCreator,
+    train_with_recovery,
+    wait_until_reachable,
+)
+from tf_contrib_easgd.trainer import cluster, data, export, files, graph, progress
+from tf_contrib_easgd.trainer.config import TrainConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class Worker:
+    """What the sessions of one worker share, from start to end."""
+
+    task: cluster.TaskConfig
+    config: TrainConfig
+    server: tf.compat.v1.train.Server
+    session_config: tf.compat.v1.ConfigProto
+    g: graph.WorkerGraph
+    dataset: data.Dataset
+    images: np.ndarray
+    labels: np.ndarray
+    reporter: progress.Reporter
+    writer: tf.compat.v1.summary.FileWriter
+    started_at: float
+
+
+@dataclasses.dataclass
+class TrainState:
+    """What a worker has done so far; it outlives the sessions that recoveries replace."""
+
+    step: int = 0
+    train_secs: float = 0.0
+    recoveries: int = 0
+    restored: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What the chief's last session leaves for the summary.
+
+    Attributes:
+        local_steps: `{str(task_index): local steps}` of the workers that finished.
+        checkpoint: the path prefix of the final checkpoint.
+        export_path: the path prefix of the exported centre.
+        exchanges: `global_step` at the end, the number of exchanges of all workers.
+    """
+
+    local_steps: dict
+    checkpoint: str
+    export_path: str
+    exchanges: int
+
+
+def run_worker(task, config, reporter, started_at):
+    """Trains worker `task.task_index`; the chief also exports and evaluates the centre.
+
+    Returns:
+        For the chief, the summary dict; otherwise None.
+
+    Raises:
+        TimeoutError: if a parameter server is not reachable, or the chief does not
+            initialise the centre, within `config.timeout_secs`.
+    """
+    dataset = data.load(config.dataset)
+    images, labels = dataset.shard(task.task_index, task.num_workers)
+    # Every blocking op (the synchronous start-up barrier, a read from a parameter server
+    # that went away) fails after the timeout instead of hanging.
+    session_config = task.session_config(operation_timeout_secs=config.timeout_secs)
+    server = tf.compat.v1.train.Server(
+        task.cluster_spec(),
+        job_name=task.job_name,
+        task_index=task.task_index,
+        config=session_config,
+        start=True,
+    )
+    g = graph.build_worker_graph(task, config, dataset.image_shape, dataset.num_classes)
+    os.makedirs(config.model_dir, exist_ok=True)
+    reporter.event("waiting", what=f"parameter servers {list(task.ps_hosts)}")
+    wait_until_reachable(task.ps_hosts, config.timeout_secs)
+    with g.graph.as_default():
+        if not task.is_chief:
+            # The session creator waits (`CentreWaitingSessionCreator`).
+            reporter.event("waiting", what="the chief to initialise the centre")
+        writer = tf.compat.v1.summary.FileWriter(
+            files.events_dir(config.model_dir, task.task_index),
+            graph=g.graph if task.is_chief else None,
+        )
+        worker = Worker(
+            task, config, server, session_config, g, dataset, images, labels, reporter,
+            writer, started_at,
+        )  # fmt: skip
+        state = TrainState()
+        outcome = _train_with_recovery(worker, state)
+        writer.close()
+        _end_job(worker, state)
+    if not task.is_chief:
+        return None
+    summary = export.write_job_summary(worker, outcome, state)
+    reporter.event("summary", **summary)
+    return summary
+
+
+def _train_with_recovery(worker, state):
+    """Runs `_run_session` until it returns, again after each lost parameter server."""
+
+    def on_recovery(error, recoveries):
+        # Wait until the parameter server answers again, then start a new session: the
+        # chief restores the centre from the latest checkpoint if the ps lost it; every
+        # worker then starts again from the centre.
+        del recoveries  # `state` counts the recoveries of `_StartReporter` too.
+        state.recoveries += 1
+        worker.reporter.event(
+            "recovering", step=state.step, error=f"{type(error).__name__}: {_first_line(error)}"
+        )
+
+    return train_with_recovery(
+        lambda: _run_session(worker, state),
+        worker.task.ps_hosts,
+        timeout_secs=worker.config.timeout_secs,
+        on_recovery=on_recovery,
+    )
+
+
+def _end_job(worker, state):
+    """Ends the job for this worker, after its last session.
+
+    The chief (which has exported the centre) stops the parameter servers; another worker
+    reports to the chief that it is done, in a session of its own.
+    """
+    g, task = worker.g, worker.task
+    if task.is_chief:
+        g.completion.stop_parameter_servers(worker.server.target, config=worker.session_config)
+        return
+    with tf.compat.v1.Session(
+        worker.server.target, graph=g.graph, config=worker.session_config
+    ) as raw:
+        g.completion.finish(raw, state.step)
+
+
+def _run_session(worker, state):
+    """Trains in one `MonitoredSession` until `config.steps`; the chief then exports.
+
+    Returns:
+        For the chief, the `Outcome`; else None.
+    """
+    creator = _session_creator(worker, state)
+    with tf.compat.v1.train.MonitoredSession(
+        session_creator=creator, hooks=[worker.g.hook, _StartReporter(worker, state)]
+    ) as sess:
+        train_started = time.monotonic()
+        try:
+            _train(sess, worker, state)
+        finally:
+            state.train_secs += time.monotonic() - train_started
+        worker.reporter.event(
+            "done",
+            steps=state.step,
+            secs=state.train_secs,
+            steps_per_sec=state.step / max(state.train_secs, 1e-9),
+        )
+        if not worker.task.is_chief:
+            return None
+        return _finish_as_chief(sess, worker, state)
+
+
+def _session_creator(worker, state):
+    """The session creator of `MonitoredTrainingSession`, without its default hooks.
+
+    The chief's keeps a centre the ps still holds, or restores the latest checkpoint; a
+    non-chief's waits for the centre first. Checkpoints are written by
+    `export.save_checkpoint` rather than a `CheckpointSaverHook`, which would read
+    global_step from the parameter server at every step.
+    """
+    g, config = worker.g, worker.config
+    if not worker.task.is_chief:
+        return CentreWaitingSessionCreator(
+            scaffold=tf.compat.v1.train.Scaffold(saver=g.saver),
+            master=worker.server.target,
+            config=worker.session_config,
+            max_wait_secs=config.timeout_secs,
+        )
+    scaffold = CentreKeepingScaffold(
+        saver=g.saver,
+        on_centre_ready=functools.partial(_record_centre_set_up, g=g, state=state),
+    )
+    return tf.compat.v1.train.ChiefSessionCreator(
+        scaffold=scaffold,
+        master=worker.server.target,
+        config=worker.session_config,
+        checkpoint_dir=config.model_dir,
+    )
+
+
+def _finish_as_chief(sess, worker, state):
+    """Waits for the other workers' reports, then checkpoints and exports the centre.
+
+    Returns:
+        The `Outcome`.
+    """
+    g, task, config, reporter = worker.g, worker.task, worker.config, worker.reporter
+    others = task.num_workers - 1
+    if others:
+        reporter.event("waiting", what=f"{others} other worker(s) to finish")
+    finished = g.completion.finish(sess, state.step, timeout_secs=config.timeout_secs)
+    if finished.missing:
+        reporter.event(
+            "warning",
+            message=f"workers {finished.missing} did not finish within "
+            f"{config.timeout_secs:g} s; exporting the centre as it is",
+        )
+    local_steps = {str(index): steps for index, steps in finished.local_steps.items()}
+    local_steps[str(task.task_index)] = state.step
+    checkpoint = export.save_checkpoint(sess, g, config.model_dir)
+    export_path = export.export_centre(sess, g, config.model_dir)
+    return Outcome(local_steps, checkpoint, export_path, int(sess.run(g.global_step)))
+
+
+def _record_centre_set_up(session, how, checkpoint, g, state):
+    """Records in `state.restored` how the chief's new session set up the centre.
+
+    After a restore, the step and a digest of the centre read right after it.
+    """
+    if how != CentreKeepingScaffold.RESTORED:
+        state.restored = {"restored_from": None}
+        return
+    step, centre = session.run([g.global_step, g.centre_by_name()])
+    state.restored = {
+        "restored_from": os.path.basename(checkpoint),
+        "restored_global_step": int(step),
+        "restored_centre_sha256": export.centre_digest(centre),
+    }
+
+
+class _StartReporter(tf.compat.v1.train.SessionRunHook):
+    """Reports "started" after each session creation (after the EASGD hook's start-up).
+
+    A recovery that `MonitoredSession` makes by itself (after an `AbortedError` or an
+    `UnavailableError`) is reported as "recovering" once, however many attempts it takes.
+    """
+
+    def __init__(self, worker, state):
+        self._worker = worker
+        self._state = state
+        self._started = False  # A session of this MonitoredSession reported "started".
+        self._recovering = False  # The recovery since that session is reported.
+
+    def after_create_session(self, session, coord):
+        del coord  # Unused.
+        worker, state = self._worker, self._state
+        if self._started and not self._recovering:
+            state.recoveries += 1
+            self._recovering = True
+            worker.reporter.event(
+                "recovering",
+                step=state.step,
+                error="MonitoredTrainingSession lost a task and created a new session",
+            )
+        worker.reporter.event("started", **_start_report(session, worker, state))
+        self._started, self._recovering = True, False
+
+
+def _start_report(session, worker, state):
+    """The fields of the "started" event: where the new session found the job.
+
+    `global_step` counts the exchanges so far (above 0 for a worker that joins late or is
+    restarted), `distance` is the elastic distance right after the hook copied the centre
+    into the worker (0), `transport` how the exchanges reach the parameter servers. The
+    chief adds `centre_sha256` (see `export.centre_digest`) and, after a restore, where
+    from.
+    """
+    g, task = worker.g, worker.task
+    fetches = {"global_step": g.global_step, "distance": g.distance}
+    if task.is_chief:
+        fetches["centre"] = g.centre_by_name()
+    values = session.run(fetches)
+    report = {
+        "startup_secs": time.monotonic() - worker.started_at,
+        "step": state.step,
+        "recoveries": state.recoveries,
+        "global_step": int(values["global_step"]),
+        "distance": float(values["distance"]),
+        "transport": g.hook.exchange_transport,
+    }
+    if task.is_chief:
+        report["centre_sha256"] = export.centre_digest(values["centre"])
+        report.update(state.restored)
+    return report
+
+
+@dataclasses.dataclass
+class _Window:
+    """The local steps since the last "progress" event: from which step, since when, and
+    their losses."""
+
+    step: int
+    time: float
+    losses: list = dataclasses.field(default_factory=list)
+
+
+def _train(sess, worker, state):
+    """The session loop: local steps from `state.step` on, until `config.steps`."""
+    g, task, config = worker.g, worker.task, worker.config
+    batches = data.batches(
+        worker.images,
+        worker.labels,
+        config.batch_size,
+        seed=(config.seed, task.task_index, state.step),
+    )
+    window = _Window(state.step, time.monotonic())
+    while state.step < config.steps and not sess.should_stop():
+        x, y = next(batches)
+        loss, _ = sess.run([g.loss, g.train_op], {g.images: x, g.labels: y})
+        window.losses.append(loss)
+        state.step += 1
+        step, last = state.step, state.step == config.steps
+        if step % config.log_every_steps == 0 or last:
+            window = _report_progress(sess, worker, step, window)
+        if (
+            task.is_chief
+            and config.eval_every_steps
+            and (step % config.eval_every_steps == 0 or last)
+        ):
+            _report_centre(sess, worker, step)
+        if task.is_chief and step % config.save_checkpoint_steps == 0 and not last:
+            export.save_checkpoint(sess, g, config.model_dir)
+
+
+def _report_progress(sess, worker, step, window):
+    """Reports the mean loss, the elastic distance and the speed since `window`.
+
+    Returns:
+        The new window, from `step` on.
+    """
+    distance, exchanges = sess.run([worker.g.distance, worker.g.global_step])
+    now = time.monotonic()
+    rate = (step - window.step) / max(now - window.time, 1e-9)
+    loss = float(np.mean(window.losses))
+    worker.reporter.event(
+        "progress",
+        step=step,
+        steps=worker.config.steps,
+        loss=loss,
+        distance=float(distance),
+        steps_per_sec=rate,
+        exchanges=int(exchanges),
+    )
+    scalars = {"loss": loss, "elastic_distance": float(distance), "steps_per_sec": rate}
+    worker.writer.add_summary(export.scalars_summary(scalars), step)
+    return _Window(step, now)
+
+
+def _report_centre(sess, worker, step):
+    """The chief's learning curve: evaluates the centre and reports it."""
+    accuracy, loss = export.evaluate_centre(sess, worker.g, worker.dataset)
+    worker.reporter.event("centre", step=step, accuracy=accuracy, loss=loss)
+    worker.writer.add_summary(
+        export.scalars_summary({"centre/test_accuracy": accuracy, "centre/test_loss": loss}), step
+    )
+
+
+def _first_line(error):
+    """The first line of an error's message, for a progress event."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else ""

@@ -1,0 +1,97 @@
+"""How a graph function finds a variable: by its container and shared name, as the
+variable op does, in both variable worlds (resource and ref variables).
+
+docs/DESIGN.md ("The exchange") says why the exchange's functions address variables so.
+"""
+
+import dataclasses
+
+import tensorflow as tf
+
+_RESOURCE_VARIABLE_OPS = ("VarHandleOp",)
+_REF_VARIABLE_OPS = ("VariableV2", "Variable")
+
+
+def is_addressable(variable):
+    """Whether a function can find `variable` by name (`VariableAddress`)."""
+    return variable.op.type in _RESOURCE_VARIABLE_OPS + _REF_VARIABLE_OPS
+
+
+@dataclasses.dataclass(frozen=True)
+class VariableAddress:
+    """How a function running on a variable's task finds the variable: its kind and names."""
+
+    kind: str  # "resource" or "ref"
+    container: str
+    shared_name: str
+    dtype: tf.DType
+    shape: tf.TensorShape
+
+    @classmethod
+    def of(cls, variable):
+        """The address of `variable`, a variable for which `is_addressable` holds."""
+        op = variable.op
+        kind = "resource" if op.type in _RESOURCE_VARIABLE_OPS else "ref"
+        shared_name = op.get_attr("shared_name").decode() or op.name
+        return cls(
+            kind,
+            op.get_attr("container").decode(),
+            shared_name,
+            variable.dtype.base_dtype,
+            variable.shape,
+        )
+
+    def is_initialized(self):
+        """Builds a scalar bool op: whether the variable is initialised where it runs."""
+        if self.kind == "resource":
+            return tf.raw_ops.VarIsInitializedOp(resource=self._handle())
+        return tf.raw_ops.IsVariableInitialized(ref=self._ref())
+
+    def read(self, copy=False):
+        """Builds a read of the variable.
+
+        Args:
+            copy: whether the value must stay as read when the variable is updated later
+                in the same step. A resource variable's read always does (an update copies
+                the buffer while a read holds it); a ref variable's read is its buffer
+                unless copied.
+        """
+        if self.kind == "resource":
+            return tf.raw_ops.ReadVariableOp(resource=self._handle(), dtype=self.dtype)
+        if copy:
+            return tf.raw_ops.Snapshot(input=self._ref())
+        return tf.raw_ops.Identity(input=self._ref())
+
+    def assign(self, value, use_locking):
+        """Builds an assignment of `value` to the variable; returns the op."""
+        if self.kind == "resource":
+            return tf.raw_ops.AssignVariableOp(resource=self._handle(), value=value)
+        return tf.raw_ops.Assign(ref=self._ref(), value=value, use_locking=use_locking).op
+
+    def assign_add(self, value, use_locking):
+        """Builds an addition of `value` to the variable; returns the op."""
+        if self.kind == "resource":
+            return tf.raw_ops.AssignAddVariableOp(resource=self._handle(), value=value)
+        return tf.raw_ops.AssignAdd(ref=self._ref(), value=value, use_locking=use_locking).op
+
+    def assign_sub(self, value, use_locking):
+        """Builds a subtraction of `value` from the variable; returns the op."""
+        if self.kind == "resource":
+            return tf.raw_ops.AssignSubVariableOp(resource=self._handle(), value=value)
+        return tf.raw_ops.AssignSub(ref=self._ref(), value=value, use_locking=use_locking).op
+
+    def _handle(self):
+        return tf.raw_ops.VarHandleOp(
+            dtype=self.dtype,
+            shape=self.shape,
+            container=self.container,
+            shared_name=self.shared_name,
+        )
+
+    def _ref(self):
+        return tf.raw_ops.VariableV2(
+            shape=self.shape,
+            dtype=self.dtype,
+            container=self.container,
+            shared_name=self.shared_name,
+        )
