@@ -122,3 +122,19 @@ def test_help_imports_no_tensorflow_and_logs_nothing(program):
     assert done.stdout.strip().splitlines()[-1] == "False"
     assert "--" in done.stdout  # The flags are listed.
     assert done.stderr == ""
+
+
+def test_setup_installs_every_subpackage():
+    # A wheel holds only the packages setup.py lists; an editable install would not notice.
+    setup = (PACKAGE.parent / "setup.py").read_text()
+    call = next(
+        node
+        for node in ast.walk(ast.parse(setup))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "setup"
+    )
+    listed = next(ast.literal_eval(k.value) for k in call.keywords if k.arg == "packages")
+    found = sorted(
+        ".".join(path.parent.relative_to(PACKAGE.parent).parts)
+        for path in PACKAGE.rglob("__init__.py")
+    )
+    assert sorted(listed) == found
