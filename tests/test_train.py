@@ -287,7 +287,12 @@ def test_help_lists_every_flag_and_exits_0(module):
 @pytest.mark.parametrize("spelling", ["--help", "-h", "-?", "--helpshort", "--helpfull"])
 def test_every_help_flag_exits_0(parse, spelling, capsys):
     del parse  # Used for its clean-up of the flags.
-    app.define_help_flags()  # As app.run does before it parses the flags.
+    # The help flags, as app.run defines them before it parses the flags. Not through
+    # app.define_help_flags(), which defines them once per process: the parse fixture's
+    # flagsaver removes them again after each test.
+    for flag in (app.HelpFlag(), app.HelpshortFlag(), app.HelpfullFlag(), app.HelpXMLFlag()):
+        if flag.name not in train.FLAGS:
+            flags.DEFINE_flag(flag, train.FLAGS)
     with pytest.raises(SystemExit) as caught:
         train.parse_flags(["easgd-train", "--steps=5", spelling])
     assert caught.value.code == 0
