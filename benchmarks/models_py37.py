@@ -68,7 +68,7 @@ def loss(spec, params, images, labels):
 
 
 def load_batch(path):
-    """The (images, labels) arrays of an .npz file (run.py's `_save_batch` writes them)."""
+    """The (images, labels) arrays of an .npz file (`contrib_section._save_batch` writes them)."""
     with np.load(str(path), allow_pickle=False) as arrays:
         return arrays["images"], arrays["labels"]
 

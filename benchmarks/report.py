@@ -1,483 +1,52 @@
-"""Tables, PNG plots and the Markdown report from the results of `run.py`.
+"""The Markdown report of the benchmark suite (BENCHMARKS.md) from the results of `run.py`.
 
     python -m benchmarks.report benchmarks/results/results.json BENCHMARKS.md
 
-re-renders a report from saved results without measuring again.
+re-renders a report from saved results without measuring again. Its tables are those of
+`tables.py` (`contrib_report.py` for the side by side with contrib), its plots `plots.py`'s.
 """
 
 import json
 import pathlib
-import statistics
 import sys
 
-BYTES_PER_FLOAT = 4
-PLOT_DPI = 110
-
-
-def first_time_at(curve, target):
-    """Seconds until the curve first reaches `target`, or None."""
-    for seconds, accuracy, _ in curve:
-        if accuracy >= target:
-            return seconds
-    return None
-
-
-def per_round(runs):
-    """Steps/s per worker of each round: the mean over the workers of that round."""
-    return [statistics.fmean(run["per_worker"]) for run in runs]
-
-
-def summarize_throughput(by_config):
-    """{config: (median, min, max)} of the per-round steps/s per worker."""
-    summary = {}
-    for config, runs in by_config.items():
-        values = per_round(runs)
-        summary[config] = (statistics.median(values), min(values), max(values))
-    return summary
-
-
-def per_round_ratio(by_config, config, reference):
-    """Median over rounds of config / reference within the same round (drift cancels)."""
-    if config not in by_config or reference not in by_config:
-        return None
-    pairs = zip(per_round(by_config[config]), per_round(by_config[reference]), strict=True)
-    return statistics.median(value / base for value, base in pairs)
-
-
-def theory_bytes(config, params, window=None):
-    """Bytes per local step the algorithm must move (payload only), or None if unknown.
-
-    Args:
-        config: configuration name.
-        params: number of float32 parameters.
-        window: optional (warm-up steps, counted steps): EASGD then counts the exchanges
-            that actually fall into the counted steps (steps warm+1 .. warm+counted).
-    """
-    payload = 2 * params * BYTES_PER_FLOAT
-    if config == "local":
-        return 0.0
-    if config in ("async", "sync"):
-        return float(payload)  # Read every variable, send every gradient.
-    if "easgd-" in config:
-        period = int(config.split("easgd-", 1)[1].split("-", 1)[0])
-        if window is None:
-            return payload / period  # Send x, receive the centre, once per period.
-        warm, counted = window
-        exchanges = (warm + counted) // period - warm // period
-        return payload * exchanges / counted
-    return None
-
-
-def _ratio(value, reference):
-    return f"{value / reference:.2f}" if reference else "-"
-
-
-def throughput_table(by_config):
-    summary = summarize_throughput(by_config)
-    local = summary.get("local", (None,))[0]
-    asynchronous = summary.get("async", (None,))[0]
-    lines = [
-        "| configuration | steps/s per worker (median) | min | max | x local-only | x async "
-        "| x local-only, per round | x async, per round |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for config, (median, low, high) in summary.items():
-        in_round = [per_round_ratio(by_config, config, ref) for ref in ("local", "async")]
-        in_round = [f"{r:.2f}" if r is not None else "-" for r in in_round]
-        lines.append(
-            f"| {config} | {median:.1f} | {low:.1f} | {high:.1f} | {_ratio(median, local)} "
-            f"| {_ratio(median, asynchronous)} | {in_round[0]} | {in_round[1]} |"
-        )
-    return "\n".join(lines)
-
-
-def bytes_table(by_config, params, window):
-    baseline = by_config.get("local", 0.0)
-    lines = [
-        "| configuration | measured MB per local step | minus local-only | theory "
-        "(2 x params x 4 B x exchanges / steps) | (measured - local) / theory |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for config, measured in by_config.items():
-        net = measured - baseline
-        theory = theory_bytes(config, params, window)
-        ratio = f"{net / theory:.3f}" if theory else "-"
-        theory_text = f"{theory / 1e6:.3f}" if theory is not None else "-"
-        lines.append(
-            f"| {config} | {measured / 1e6:.3f} | {net / 1e6:.3f} | {theory_text} | {ratio} |"
-        )
-    return "\n".join(lines)
-
-
-def accuracy_summary(by_config, target):
-    """{config: (times to target per repeat (None: not reached), final accuracies, steps)}."""
-    summary = {}
-    for config, runs in by_config.items():
-        times = [first_time_at(run["curve"], target) for run in runs]
-        finals = [run["curve"][-1][1] for run in runs]
-        steps = [statistics.fmean(run["steps"]) for run in runs]
-        summary[config] = (times, finals, steps, len(runs[0]["steps"]))
-    return summary
-
-
-def _median_time(times):
-    """Median time to target, counting a run that never reached it as infinitely slow."""
-    ordered = sorted(times, key=lambda t: float("inf") if t is None else t)
-    middle = ordered[len(ordered) // 2] if len(ordered) % 2 else None
-    if len(ordered) % 2 == 0:
-        low, high = ordered[len(ordered) // 2 - 1], ordered[len(ordered) // 2]
-        middle = None if low is None or high is None else (low + high) / 2
-    return middle
-
-
-def accuracy_table(summary, target):
-    lines = [
-        f"| configuration | workers | seconds to {target:.0%} test accuracy (each run) | median "
-        "| final accuracy (median) | local steps per worker (median) |",
-        "|---|---:|---|---:|---:|---:|",
-    ]
-    for config, (times, finals, steps, workers) in summary.items():
-        each = ", ".join("not reached" if t is None else f"{t:.1f}" for t in times)
-        median = _median_time(times)
-        median_text = "not reached" if median is None else f"{median:.1f}"
-        lines.append(
-            f"| {config} | {workers} | {each} | {median_text} | "
-            f"{statistics.median(finals):.3f} | {statistics.median(steps):.0f} |"
-        )
-    return "\n".join(lines)
-
-
-def overhead_table(by_world):
-    lines = [
-        "| world | model | SGD ms/step | EASGD ms/step (no exchange) | overhead | per step "
-        "| SGD + empty cond ms/step | its overhead |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for world, by_model in by_world.items():
-        for model, answer in by_model.items():
-            medians = answer["median_secs_per_step"]
-            sgd, easgd, cond = medians["sgd"], medians["easgd"], medians.get("cond")
-            cond_cells = f"{cond * 1e3:.3f} | {(cond / sgd - 1) * 100:+.1f} %" if cond else "- | -"
-            lines.append(
-                f"| {world} | {model} | {sgd * 1e3:.3f} | {easgd * 1e3:.3f} | "
-                f"{(easgd / sgd - 1) * 100:+.1f} % | {(easgd - sgd) * 1e6:+.0f} us | {cond_cells} |"
-            )
-    return "\n".join(lines)
-
-
-def plot_throughput(results, path):
-    import matplotlib  # noqa: PLC0415 - only the report needs matplotlib.
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    panels = [(f"{m} (TF1 mode)", runs) for m, runs in results["throughput"].items()]
-    panels += [(f"{m} (TF2 graph mode)", r) for m, r in results.get("throughput_tf2", {}).items()]
-    figure, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
-    for axis, (title, by_config) in zip(axes[0], panels, strict=True):
-        summary = summarize_throughput(by_config)
-        names = list(summary)
-        medians = [summary[n][0] for n in names]
-        errors = [
-            [summary[n][0] - summary[n][1] for n in names],
-            [summary[n][2] - summary[n][0] for n in names],
-        ]
-        colors = [
-            "#888888" if n == "local" else "#d62728" if n in ("async", "sync") else "#1f77b4"
-            for n in names
-        ]
-        colors = [
-            "#ff7f0e" if n.startswith("naive") else "#9edae5" if n.startswith("copy") else c
-            for n, c in zip(names, colors, strict=True)
-        ]
-        axis.bar(names, medians, yerr=errors, color=colors, capsize=3)
-        local = summary.get("local", (None,))[0]
-        if local:
-            axis.axhline(local, color="#444444", linestyle=":", linewidth=1)
-            axis.axhline(0.9 * local, color="#2ca02c", linestyle="--", linewidth=1)
-            for x, value in enumerate(medians):
-                axis.text(x, value, f"{value / local:.2f}x", ha="center", va="bottom", fontsize=7)
-        axis.set_title(title, fontsize=9)
-        axis.set_ylabel("steps/s per worker (median, min-max)")
-        axis.tick_params(axis="x", rotation=45, labelsize=8)
-    figure.suptitle("Worker throughput; dotted: local-only ceiling, dashed: 0.9 x ceiling")
-    figure.tight_layout()
-    figure.savefig(path, dpi=PLOT_DPI)
-    plt.close(figure)
-
-
-def plot_accuracy(results, path):
-    import matplotlib  # noqa: PLC0415 - only the report needs matplotlib.
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    colors = {
-        "easgd-10-alpha0.45": "#1f77b4",
-        "easgd-10": "#17becf",
-        "async": "#d62728",
-        "local": "#888888",
-    }
-    figure, axis = plt.subplots(figsize=(7, 4.2))
-    for config, runs in results["accuracy"].items():
-        for index, run in enumerate(runs):
-            seconds = [point[0] for point in run["curve"]]
-            accuracy = [point[1] for point in run["curve"]]
-            workers = len(run["steps"])
-            label = f"{config} ({workers} worker{'s' if workers > 1 else ''})"
-            axis.plot(
-                seconds,
-                accuracy,
-                color=colors.get(config),
-                alpha=0.8,
-                label=label if index == 0 else None,
-            )
-    axis.axhline(results["accuracy_target"], color="#2ca02c", linestyle="--", linewidth=1)
-    axis.set_ylim(0.5, 1.0)
-    axis.set_xlabel("wall time (s)")
-    axis.set_ylabel("test accuracy of the shared model")
-    axis.set_title("Digits: centre (EASGD), ps variables (async) or own variables (single)")
-    axis.legend(loc="lower right")
-    figure.tight_layout()
-    figure.savefig(path, dpi=PLOT_DPI)
-    plt.close(figure)
-
-
-def targets(results):
-    """The issue's targets as rows (target, measured, met?)."""
-    rows = []
-    model = next(iter(results.get("throughput", {})), None)
-    if model:
-        summary = summarize_throughput(results["throughput"][model])
-        easgd = summary.get("easgd-10", (None,))[0]
-        local = summary.get("local", (None,))[0]
-        asynchronous = summary.get("async", (None,))[0]
-        by_config = results["throughput"][model]
-        for reference, goal, label in (
-            (local, 0.9, "local-only"),
-            (asynchronous, 1.5, "async SGD"),
-        ):
-            if not (easgd and reference):
-                continue
-            ratio = easgd / reference
-            in_round = per_round_ratio(by_config, "easgd-10", "local" if goal < 1 else "async")
-            measured = (
-                f"{ratio:.2f} x (ratio of medians); {in_round:.2f} x (median of per-round ratios)"
-            )
-            floor = summary.get("copy-easgd-10", (None,))[0]
-            if goal < 1 and floor:
-                measured += (
-                    f"; the copy-only exchange, its floor: {floor / reference:.2f} x "
-                    f"(`copy-easgd-10`)"
-                )
-            rows.append((f"EASGD tau=10 >= {goal} x {label} ({model})", measured, ratio >= goal))
-    for world, by_model in results.get("overhead", {}).items():
-        for overhead_model, answer in by_model.items():
-            medians = answer["median_secs_per_step"]
-            overhead = medians["easgd"] / medians["sgd"] - 1
-            extra_us = (medians["easgd"] - medians["sgd"]) * 1e6
-            rows.append(
-                (
-                    f"overhead on non-exchange steps <= 5 % ({world}, {overhead_model})",
-                    f"{overhead * 100:+.1f} % ({extra_us:+.0f} us per step)",
-                    overhead <= 0.05,
-                )
-            )
-    if "bytes" in results:
-        params = results["models"][model]["params"] if model else None
-        by_config = results["bytes"]
-        baseline = by_config.get("local", 0.0)
-        ratios = {
-            config: (value - baseline) / theory_bytes(config, params, _window(results))
-            for config, value in by_config.items()
-            if config.startswith("easgd-")
-        }
-        worst = max(ratios.items(), key=lambda item: abs(item[1] - 1))
-        rows.append(
-            (
-                "EASGD bytes per local step within 10 % of theory (every period)",
-                "; ".join(f"{c}: {r:.3f}" for c, r in ratios.items()),
-                abs(worst[1] - 1) <= 0.10,
-            )
-        )
-    elif results.get("netns_skip_reason"):
-        rows.append(("EASGD bytes within 10 % of theory", "skipped", None))
-    if "accuracy" in results:
-        summary = accuracy_summary(results["accuracy"], results["accuracy_target"])
-        asynchronous = _median_time(summary["async"][0]) if "async" in summary else None
-        for config in (c for c in summary if c.startswith("easgd-")):
-            easgd = _median_time(summary[config][0])
-            text = f"{config} {_seconds(easgd)}, async {_seconds(asynchronous)} (medians)"
-            met = easgd is not None and (asynchronous is None or easgd <= asynchronous)
-            rows.append((f"time to accuracy: {config} no slower than async SGD", text, met))
-    return rows
-
-
-def _window(results):
-    window = results.get("bytes_window")
-    return (window["warm_steps"], window["steps"]) if window else None
-
-
-def _seconds(value):
-    return "not reached" if value is None else f"{value:.1f} s"
+from benchmarks.contrib_report import contrib_part, separate_run
+from benchmarks.plots import plot_accuracy, plot_throughput
+from benchmarks.provenance import revision_text
+from benchmarks.tables import (
+    accuracy_summary,
+    accuracy_table,
+    bytes_table,
+    bytes_window,
+    overhead_table,
+    targets,
+    throughput_table,
+)
 
 
 def _met(flag):
     return "skipped" if flag is None else "**met**" if flag else "**not met**"
 
 
-#: The contrib section's rows: (side, configuration, its local-only reference).
-CONTRIB_ROWS = (
-    ("contrib", "local", "local"),
-    ("contrib", "contrib-easgd-10", "local"),
-    ("package", "local", "local"),
-    ("package", "easgd-10", "local"),
-)
-
-
-def contrib_ratio_of_ratios(section):
-    """(easgd-10 / local of the package) / (contrib-easgd-10 / local of contrib).
-
-    Returns:
-        (ratio of the medians' ratios, median over rounds of the rounds' ratios), or None
-        when a configuration is missing.
-    """
-    runs = section["runs"]
-    try:
-        ours, our_local = runs["package"]["easgd-10"], runs["package"]["local"]
-        theirs, their_local = runs["contrib"]["contrib-easgd-10"], runs["contrib"]["local"]
-    except KeyError:
-        return None
-    medians = [statistics.median(per_round(r)) for r in (ours, our_local, theirs, their_local)]
-    of_medians = (medians[0] / medians[1]) / (medians[2] / medians[3])
-    rounds = zip(
-        per_round(ours),
-        per_round(our_local),
-        per_round(theirs),
-        per_round(their_local),
-        strict=True,
-    )
-    in_round = statistics.median((a / b) / (c / d) for a, b, c, d in rounds)
-    return of_medians, in_round
-
-
-def contrib_table(section):
-    versions = section["versions"]
-    lines = [
-        "| TensorFlow | configuration | steps/s per worker (median) | min | max "
-        "| x local-only (same TensorFlow) | x local-only, per round "
-        "| ms per local step over local-only |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for side, config, reference in CONTRIB_ROWS:
-        by_config = section["runs"].get(side, {})
-        if config not in by_config:
-            continue
-        median, low, high = summarize_throughput(by_config)[config]
-        base = summarize_throughput(by_config)[reference][0]
-        in_round = per_round_ratio(by_config, config, reference)
-        extra_ms = (1 / median - 1 / base) * 1e3
-        lines.append(
-            f"| {versions[side]['tensorflow']} ({side}) | {config} | {median:.1f} | {low:.1f} "
-            f"| {high:.1f} | {_ratio(median, base)} | {in_round:.2f} | {extra_ms:+.1f} |"
-        )
-    return "\n".join(lines)
-
-
-def _revision_text(revision, limit=6):
-    """ "commit X", and the files of the benchmarked code that differed from it, if any."""
-    text = f"commit {revision['commit']}"
-    changed = revision.get("changed") or []
-    if changed:
-        shown = ", ".join(f"`{name}`" for name in changed[:limit])
-        more = f" and {len(changed) - limit} more" if len(changed) > limit else ""
-        text += f" with uncommitted changes to {shown}{more}"
-    return text
-
-
-def _separate_run(results, section):
-    """Whether a section's own "run" is not the run of the report's header."""
-    run = section.get("run", {})
-    return (run.get("command"), run.get("date")) != (results["command"], results["date"])
-
-
-def contrib_part(results):
-    """The contrib section's lines, within section 1."""
-    section = results["contrib"]
-    run = section["run"]
-    out = ["### Side by side with contrib on TensorFlow 1.15", ""]
-    if "skipped" in section:
-        return [*out, f"Skipped: {section['skipped']}.", ""]
-    versions = section["versions"]
-    theirs = f"{versions['contrib']['tensorflow']} (Python {versions['contrib']['python']})"
-    ours = f"{versions['package']['tensorflow']} (Python {versions['package']['python']})"
-    load = "; after: ".join(
-        ", ".join(f"{x:.2f}" for x in run[key]) for key in ("load_before", "load_after")
-    )
-    where = (
-        "a run of its own, not the run of the header"
-        if _separate_run(results, section)
-        else "the run of the header"
-    )
-    out += [
-        _STATIC_CONTRIB,
-        "",
-        f"Measured in {where}: `{run['command']}` at {_revision_text(run['revision'])}; "
-        f"{run['date']}, {run['duration_secs'] / 60:.1f} min"
-        + (" (quick smoke run)" if run.get("quick") else "")
-        + f"; load average (1, 5, 15 min) before: {load}. TensorFlow {theirs} with "
-        f"`tf.contrib` against TensorFlow {ours}.",
-        "",
-    ]
-    prints = section["fingerprints"]
-    first = prints["contrib"]["local"][0]
-    losses = {
-        side: sorted({f"{p['loss']:.6f}" for by in prints[side].values() for p in by[:1]})
-        for side in ("contrib", "package")
-    }
-    idle = section.get("idle_cpu_per_sec")
-    if idle is not None:
-        out += [
-            f"The waiting cluster's processes used {idle * 1e3:.1f} ms of CPU per second of "
-            "the other's windows (warm-up and measured window).",
-            "",
-        ]
-    out += [
-        f"The same start on both sides, checked before the window of every build: each "
-        f"worker's {first['variables']} variables (names, shapes, initial values) and its batch "
-        f"had the same SHA-256 digests under both TensorFlows (worker 0: parameters "
-        f"`{first['params'][:12]}`, batch `{first['batch'][:12]}`), and worker 0's loss on it "
-        f"was {' / '.join(losses['contrib'])} under {versions['contrib']['tensorflow']} and "
-        f"{' / '.join(losses['package'])} under {versions['package']['tensorflow']}.",
-        "",
-    ]
-    rounds = len(next(iter(section["runs"]["contrib"].values())))
-    out += [
-        f"**{section['model']}** ({results['models'][section['model']]['params']:,} "
-        f"parameters, batch {results['models'][section['model']]['batch']}), TF1 mode (ref "
-        f"variables) on both sides, {rounds} interleaved rounds:",
-        "",
-        contrib_table(section),
-        "",
-    ]
-    ratios = contrib_ratio_of_ratios(section)
-    if ratios:
-        out += [
-            f"Ratio of ratios, (`easgd-10` / `local`, TensorFlow "
-            f"{versions['package']['tensorflow']}) / (`contrib-easgd-10` / `local`, TensorFlow "
-            f"{versions['contrib']['tensorflow']}): **{ratios[0]:.2f}** (ratio of the medians' "
-            f"ratios); {ratios[1]:.2f} (median of the rounds' ratios of ratios).",
-            "",
-        ]
-    return out
-
-
 def render(results, plots):
     """The Markdown report."""
+    out = _header(results)
+    out += _targets_part(results)
+    out += ["", _STATIC_SETUP]
+    out += _throughput_part(results, plots)
+    out += _bytes_part(results)
+    out += _accuracy_part(results, plots)
+    out += _overhead_part(results)
+    out += [_STATIC_DESIGN]
+    return "\n".join(out) + "\n"
+
+
+def _header(results):
+    """The title and the run's provenance: command, code, date, machine, load, cluster."""
     machine = results["machine"]
     load_before = ", ".join(f"{x:.2f}" for x in results["load_before"])
     load_after = ", ".join(f"{x:.2f}" for x in results.get("load_after", []))
-    separate = "contrib" in results and _separate_run(results, results["contrib"])
+    separate = "contrib" in results and separate_run(results, results["contrib"])
     out = [
         "# Benchmarks",
         "",
@@ -493,7 +62,7 @@ def render(results, plots):
         f"- Command: `{results['command']}`" + (" (quick smoke run)" if results["quick"] else ""),
     ]
     if "revision" in results:
-        out.append(f"- Code: {_revision_text(results['revision'])}")
+        out.append(f"- Code: {revision_text(results['revision'])}")
     out += [
         f"- Date: {results['date']}; duration {results.get('duration_secs', 0) / 60:.0f} min",
         f"- Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory']}; "
@@ -508,13 +77,20 @@ def render(results, plots):
             if results["netns"]
             else "."
         ),
+    ]
+    return out
+
+
+def _targets_part(results):
+    """The targets table, and a warning when the machine was overloaded before the run."""
+    out = [
         "",
         "## Targets",
         "",
         "| target | measured | status |",
         "|---|---|---|",
     ]
-    cores = machine["cores"] or 1
+    cores = results["machine"]["cores"] or 1
     # The run itself keeps 3-4 processes busy, so only the load before it tells whether
     # other jobs were running.
     overloaded = results["load_before"][0] > cores
@@ -532,7 +108,12 @@ def render(results, plots):
             "the per-round ratios and the min-max spread, and trust the byte counts, which do "
             "not depend on load.",
         ]
-    out += ["", _STATIC_SETUP]
+    return out
+
+
+def _throughput_part(results, plots):
+    """Section 1: the throughput tables (TF1 mode, TF2 graph mode), the plot, contrib's."""
+    out = []
     if "throughput" in results:
         out += ["", "## 1. Worker throughput", "", _STATIC_THROUGHPUT, ""]
         for model, by_config in results["throughput"].items():
@@ -560,48 +141,62 @@ def render(results, plots):
         if "throughput" not in results:
             out += ["", "## 1. Worker throughput", ""]
         out += contrib_part(results)
-    out += ["## 2. Bytes on the wire per local step", ""]
-    if "bytes" in results:
-        model = next(iter(results["throughput"])) if "throughput" in results else "mlp-2.9M"
-        params = results["models"][model]["params"]
-        out += [
-            _STATIC_BYTES,
-            "",
-            f"**{model}** ({params:,} parameters), one worker, TF1 mode:",
-            "",
-            bytes_table(results["bytes"], params, _window(results)),
-            "",
-        ]
-    else:
-        out += [f"Skipped: {results.get('netns_skip_reason') or 'not run'}.", ""]
-    if "accuracy" in results:
-        target = results["accuracy_target"]
-        out += [
-            "## 3. Time to accuracy",
-            "",
-            _STATIC_ACCURACY,
-            "",
-            accuracy_table(accuracy_summary(results["accuracy"], target), target),
-            "",
-        ]
-        if "accuracy" in plots:
-            out += [f"![learning curves]({plots['accuracy']})", ""]
-        out += [
-            "How to choose the period, the moving rate and rho, from a grid measured on this "
-            "set-up (`make bench-tuning`): [docs/TUNING.md](docs/TUNING.md).",
-            "",
-        ]
-    if "overhead" in results:
-        out += [
-            "## 4. Per-step overhead",
-            "",
-            _STATIC_OVERHEAD,
-            "",
-            overhead_table(results["overhead"]),
-            "",
-        ]
-    out += [_STATIC_DESIGN]
-    return "\n".join(out) + "\n"
+    return out
+
+
+def _bytes_part(results):
+    """Section 2: bytes on the wire per local step, or why it was skipped."""
+    out = ["## 2. Bytes on the wire per local step", ""]
+    if "bytes" not in results:
+        return [*out, f"Skipped: {results.get('netns_skip_reason') or 'not run'}.", ""]
+    model = next(iter(results["throughput"])) if "throughput" in results else "mlp-2.9M"
+    params = results["models"][model]["params"]
+    return [
+        *out,
+        _STATIC_BYTES,
+        "",
+        f"**{model}** ({params:,} parameters), one worker, TF1 mode:",
+        "",
+        bytes_table(results["bytes"], params, bytes_window(results)),
+        "",
+    ]
+
+
+def _accuracy_part(results, plots):
+    """Section 3: time to accuracy, its learning curves and the pointer to docs/TUNING.md."""
+    if "accuracy" not in results:
+        return []
+    target = results["accuracy_target"]
+    out = [
+        "## 3. Time to accuracy",
+        "",
+        _STATIC_ACCURACY,
+        "",
+        accuracy_table(accuracy_summary(results["accuracy"], target), target),
+        "",
+    ]
+    if "accuracy" in plots:
+        out += [f"![learning curves]({plots['accuracy']})", ""]
+    return [
+        *out,
+        "How to choose the period, the moving rate and rho, from a grid measured on this "
+        "set-up (`make bench-tuning`): [docs/TUNING.md](docs/TUNING.md).",
+        "",
+    ]
+
+
+def _overhead_part(results):
+    """Section 4: the per-step overhead, when measured."""
+    if "overhead" not in results:
+        return []
+    return [
+        "## 4. Per-step overhead",
+        "",
+        _STATIC_OVERHEAD,
+        "",
+        overhead_table(results["overhead"]),
+        "",
+    ]
 
 
 def write(results, out, report_path, replot=True):
@@ -651,34 +246,6 @@ Each round runs every configuration once (forward order on even rounds, backward
 ones), with all workers starting a fixed window together after a warm-up; a round's value
 is the mean over the workers of their steps/s. Inputs are a fixed batch held on the worker,
 so the only traffic is the algorithm's."""
-
-_STATIC_CONTRIB = """\
-The original `tf.contrib.opt.ElasticAverageOptimizer` runs on TensorFlow 1.15 only (the last
-release with `tf.contrib`, on Python 3.7), in `.venv-tf115` (`make test-contrib` makes it),
-so it runs in a cluster of its own: again 1 ps + 2 workers, separate processes on loopback
-ports (in a network namespace of their own when the run has one), driven by the same harness
-(`benchmarks/contrib_task.py` answers `run.py` as `benchmarks/task.py` does: the same
-warm-up, the same common window, the same session `ConfigProto`). Its model is rebuilt
-from the same spec by `benchmarks/models_py37.py` (Python 3.7 code: `models.py` is not),
-with the same variables, initialisers and forward pass; its batches are the arrays of
-`specs.synthetic_batch`, handed over in a file. Both clusters stay up for the whole
-section, and each round runs the four configurations one after the other (forward order on
-even rounds, backward on odd ones) while the other cluster waits idle (its CPU time during
-the other's windows is measured, below).
-`local` = the same model, each worker training alone (the ceiling of that build);
-`contrib-easgd-10` = contrib's `ElasticAverageOptimizer(GradientDescentOptimizer)` with
-period 10, the default moving rate and `rho=0`, built as `easgd-10` is (the getter inside a
-`replica_device_setter`); `easgd-10` = this package's, as above. TensorFlow 1.15.5's wheel
-and TensorFlow 2.x's are different builds (compiler flags, Eigen, oneDNN; on this machine
-1.15.5 logs at start-up that it was not compiled for the CPU's AVX2, AVX512F and FMA), so
-steps/s are not comparable across versions: each is compared with its own `local`. A
-ratio still depends on how fast that build computes (the slower its steps, the less an
-exchange of the same bytes weighs); the last column, the time a local step takes beyond
-`local`'s (1 / steps/s, of the medians), depends on it much less (only the exchange's own
-kernels and copies run on that build). Contrib's exchange is a `tf.cond` whose branch has
-ops on the ps, as `naive-easgd-P`'s, and with `rho=0` it still computes its elastic
-penalty (times zero) and its gradient on every step; this package leaves the penalty out
-when rho is 0."""
 
 _STATIC_BYTES = """\
 Counted as the transmit bytes of the loopback interface of the private network namespace

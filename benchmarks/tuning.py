@@ -5,7 +5,7 @@
     python -m benchmarks.tuning --quick            # a smoke run (~2 minutes), temp folder
     python -m benchmarks.tuning --rerender         # docs/TUNING.md from saved results
 
-The set-up is section 3 of BENCHMARKS.md (`run.time_to_accuracy`): the digits MLP
+The set-up is section 3 of BENCHMARKS.md (`sections.time_to_accuracy`): the digits MLP
 (2.2 M parameters), SGD with learning rate 0.05, batch 32 per worker, on a cluster of real
 processes (1 ps + 2 workers, `cluster.BenchCluster`) talking gRPC over loopback, each
 worker with its own session as TF1 scripts have. The workers run `tuning_task.py`, which
@@ -27,8 +27,8 @@ repeats, backward on odd ones); the figures are medians over the repeats.
 
 Writes OUT/tuning.json, OUT/tuning.log, OUT/tuning.png and the generated block of the
 report (docs/TUNING.md: the text between its two `tuning_report.BEGIN`/`END` markers).
-`--out`, `--report`, `--quick` and `--workers` are run.py's flags (imported with its
-helpers), with the defaults above here; run.py's other flags do not apply.
+`--out`, `--report`, `--quick` and `--workers` are run.py's flags (importing it defines
+them), with the defaults above here; run.py's other flags do not apply.
 """
 
 import os
@@ -41,9 +41,20 @@ import time
 
 from absl import app, flags
 
-from benchmarks import run, tuning_report
+from benchmarks import (
+    run,  # noqa: F401 - defines --out, --report, --quick, --workers.
+    tuning_report,
+)
 from benchmarks import specs as models
 from benchmarks.cluster import BenchCluster, netns_unavailable_reason, wall_time_in
+from benchmarks.provenance import ROOT, machine, source_revision
+from benchmarks.sections import (
+    ACCURACY_LEARNING_RATE,
+    ACCURACY_TARGET,
+    CALL_TIMEOUT_SECS,
+    build_config,
+    release,
+)
 
 flags.DEFINE_integer("repeats", None, "Repeats of the grid (default: 3, or 1 with --quick).")
 flags.DEFINE_float(
@@ -115,26 +126,26 @@ def measure(cluster, configs, repeats, seconds, log):
         order = configs if repeat % 2 == 0 else configs[::-1]
         for config in order:
             name, team = config["name"], list(range(config["workers"]))
-            # run.py's _build and _release: the same builds, transport check and clean-up.
-            container = run._build(
+            # sections.py's build_config and release: the same builds, transport check, clean-up.
+            container = build_config(
                 cluster,
                 name,
                 models.DIGITS_MLP.name,
                 team,
-                learning_rate=run.ACCURACY_LEARNING_RATE,
+                learning_rate=ACCURACY_LEARNING_RATE,
             )
             load, cpu, span = os.getloadavg()[0], cluster.cpu_seconds(), time.monotonic()
             answers = cluster.call_all(
                 team,
                 "train_logged",
-                run.CALL_TIMEOUT_SECS,
+                CALL_TIMEOUT_SECS,
                 start_at=wall_time_in(1.0),
                 seconds=seconds,
                 log_every=LOG_EVERY,
             )
-            finish = cluster.call(0, "finish", run.CALL_TIMEOUT_SECS)
+            finish = cluster.call(0, "finish", CALL_TIMEOUT_SECS)
             cpu, span = cluster.cpu_seconds() - cpu, time.monotonic() - span
-            run._release(cluster, team, container)
+            release(cluster, team, container)
             finish.pop("ok", None)
             entry = {
                 "repeat": repeat,
@@ -145,15 +156,14 @@ def measure(cluster, configs, repeats, seconds, log):
                 **finish,
             }
             results[name].append(entry)
-            reached = tuning_report.reach(entry, run.ACCURACY_TARGET, config)
+            reached = tuning_report.reach(entry, ACCURACY_TARGET, config)
             log(
                 f"  {name:>28} x{len(team)} repeat {repeat}: final {finish['accuracy']:.3f}, "
                 f"steps {statistics.fmean(a['steps'] for a in answers):.0f}, "
                 + (
-                    f"{run.ACCURACY_TARGET} after {reached['secs']:.1f} s, "
-                    f"{reached['steps']:.0f} steps"
+                    f"{ACCURACY_TARGET} after {reached['secs']:.1f} s, {reached['steps']:.0f} steps"
                     if reached
-                    else f"{run.ACCURACY_TARGET} not reached"
+                    else f"{ACCURACY_TARGET} not reached"
                 )
             )
     return results
@@ -166,12 +176,12 @@ def main(argv):
         raise app.UsageError(f"not flags of benchmarks.tuning: {', '.join(present)}")
     quick = FLAGS.quick
     default_out = pathlib.Path(tempfile.gettempdir()) / "easgd-bench-tuning-quick"
-    out = pathlib.Path(FLAGS.out or (default_out if quick else run.ROOT / "benchmarks/results"))
+    out = pathlib.Path(FLAGS.out or (default_out if quick else ROOT / "benchmarks/results"))
     out.mkdir(parents=True, exist_ok=True)
     if FLAGS.report:
         report_path = pathlib.Path(FLAGS.report)
     else:
-        report_path = out / "TUNING.md" if quick else run.ROOT / "docs" / "TUNING.md"
+        report_path = out / "TUNING.md" if quick else ROOT / "docs" / "TUNING.md"
     if FLAGS.rerender:
         results = tuning_report.load(out / "tuning.json")
         tuning_report.write(results, out, report_path)
@@ -193,10 +203,10 @@ def main(argv):
         "command": " ".join(
             shlex.quote(a) for a in ["python", "-m", "benchmarks.tuning", *sys.argv[1:]]
         ),
-        "revision": run.source_revision(),
+        "revision": source_revision(),
         "quick": quick,
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-        "machine": run.machine(),
+        "machine": machine(),
         "load_before": os.getloadavg(),
         "netns": netns_reason is None,
         "model": {
@@ -204,8 +214,8 @@ def main(argv):
             "params": models.DIGITS_MLP.num_params,
             "batch": models.DIGITS_MLP.batch_size,
         },
-        "learning_rate": run.ACCURACY_LEARNING_RATE,
-        "target": run.ACCURACY_TARGET,
+        "learning_rate": ACCURACY_LEARNING_RATE,
+        "target": ACCURACY_TARGET,
         "repeats": repeats,
         "seconds": seconds,
         "log_every": LOG_EVERY,

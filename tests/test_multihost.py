@@ -212,20 +212,34 @@ def _wait_for(condition, clusters, events, timeout_secs, what):
             pytest.fail(f"no {what} within {timeout_secs} s; events: {events[-10:]}")
 
 
-@pytest.mark.e2e
-def test_the_chief_finishes_when_a_worker_host_is_cut_off(network, tmp_path):
-    events = []
+class _Events:
+    """The progress events of the job's tasks, in the order their lines were read."""
 
-    def on_line(task, line):
+    def __init__(self):
+        self.seen = []
+
+    def on_line(self, task, line):
+        """The clusters' `on_line`: keeps the line's event, if it is one."""
         del task  # Each event names its task.
         event = progress.parse_event(line)
         if event:
-            events.append(event)
+            self.seen.append(event)
 
-    def of(kind, task):
-        return [e for e in events if e["event"] == kind and e["task"] == task]
+    def of(self, kind, task):
+        """The events of `kind` of `task` ("worker 0", ...) so far."""
+        return [e for e in self.seen if e["event"] == kind and e["task"] == task]
 
-    options = {"env": child_env(), "log_dir": str(tmp_path / "logs"), "on_line": on_line}
+
+def _run_and_cut_off_worker_1(network, tmp_path, events):
+    """Starts the job, cuts worker 1's link once both workers train, and ends the job.
+
+    Returns:
+        A dict: "started", "trained" and "summarised" (`time.monotonic()` at the start, at
+        the cut and at the chief's summary), "cut" (`time.time()` of the cut),
+        "chief_step_at_cut", "rx_bytes" (received by the ps host) and "lost_code" (worker
+        1's exit code before the test stopped it; None if it still ran).
+    """
+    options = {"env": child_env(), "log_dir": str(tmp_path / "logs"), "on_line": events.on_line}
     ps_and_chief = [
         _task(network, tmp_path, "ps", 0, "ps0"),
         _task(network, tmp_path, "worker", 0, "w0"),
@@ -236,54 +250,87 @@ def test_the_chief_finishes_when_a_worker_host_is_cut_off(network, tmp_path):
         launcher.LocalCluster(ps_and_chief, **options) as job,
         launcher.LocalCluster([_task(network, tmp_path, "worker", 1, "w1")], **options) as lost,
     ):
-        started = time.monotonic()
+        run = {"started": time.monotonic()}
         job.start(only=["ps 0"])
         lost.start()
         job.start()
         _wait_for(
-            lambda: of("progress", "worker 0") and of("progress", "worker 1"),
-            (job, lost), events, STARTUP_DEADLINE_SECS, "progress of both workers",
+            lambda: events.of("progress", "worker 0") and events.of("progress", "worker 1"),
+            (job, lost), events.seen, STARTUP_DEADLINE_SECS, "progress of both workers",
         )  # fmt: skip
-        trained = time.monotonic()
+        run["trained"] = time.monotonic()
         network.unplug("w1")
-        cut = time.time()
-        chief_step_at_cut = of("progress", "worker 0")[-1]["step"]
+        run["cut"] = time.time()
+        run["chief_step_at_cut"] = events.of("progress", "worker 0")[-1]["step"]
         # The chief must have most of its training ahead, or the cut would show little.
-        assert chief_step_at_cut <= STEPS // 2
+        assert run["chief_step_at_cut"] <= STEPS // 2
 
         # Training (~5 s), the wait for worker 1 (TIMEOUT_SECS), export and evaluation.
-        _wait_for(lambda: of("summary", "worker 0"), (job,), events, TIMEOUT_SECS + 45, "summary")
-        summarised = time.monotonic()
-        ps, chief = job.children
-        assert chief.wait(20) == 0, "the chief did not exit with code 0 after its summary"
-        # The chief's token stops the parameter server.
-        assert job.wait_for_servers(20), "the parameter server did not exit after the chief"
-        assert ps.poll() == 0
-        rx_bytes = network.rx_bytes("ps0")
+        _wait_for(
+            lambda: events.of("summary", "worker 0"),
+            (job,),
+            events.seen,
+            TIMEOUT_SECS + 45,
+            "summary",
+        )
+        run["summarised"] = time.monotonic()
+        _check_the_chief_and_ps_exited(job)
+        run["rx_bytes"] = network.rx_bytes("ps0")
+        run["lost_code"] = _stop_worker_1(lost)
+    return run
 
-        # Worker 1 never finished. Cut off without the connection being closed, it waits
-        # in gRPC: neither the session's operation timeout nor a step deadline ends that
-        # wait (seen here 60 s after the cut with --timeout_secs=30). It is stopped here.
-        worker_1 = lost.children[0]
-        _pump((lost,), 0.1)
-        lost_code = worker_1.poll()
-        assert lost_code != 0
-        lost.stop()
-        assert worker_1.poll() is not None
+
+def _check_the_chief_and_ps_exited(job):
+    """Checks that the chief exits with 0 after its summary, and then the ps."""
+    ps, chief = job.children
+    assert chief.wait(20) == 0, "the chief did not exit with code 0 after its summary"
+    # The chief's token stops the parameter server.
+    assert job.wait_for_servers(20), "the parameter server did not exit after the chief"
+    assert ps.poll() == 0
+
+
+def _stop_worker_1(lost):
+    """Checks that worker 1 has not exited with 0, stops it; returns its exit code before."""
+    # Worker 1 never finished. Cut off without the connection being closed, it waits
+    # in gRPC: neither the session's operation timeout nor a step deadline ends that
+    # wait (seen here 60 s after the cut with --timeout_secs=30). It is stopped here.
+    worker_1 = lost.children[0]
+    _pump((lost,), 0.1)
+    lost_code = worker_1.poll()
+    assert lost_code != 0
+    lost.stop()
+    assert worker_1.poll() is not None
+    return lost_code
+
+
+@pytest.mark.e2e
+def test_the_chief_finishes_when_a_worker_host_is_cut_off(network, tmp_path):
+    events = _Events()
+    of = events.of
+    run = _run_and_cut_off_worker_1(network, tmp_path, events)
+    lost_code = run["lost_code"]
     print(
-        f"start-up {trained - started:.1f} s; cut at chief step {chief_step_at_cut}; summary "
-        f"{summarised - trained:.1f} s later; worker 1 "
+        f"start-up {run['trained'] - run['started']:.1f} s; cut at chief step "
+        f"{run['chief_step_at_cut']}; summary {run['summarised'] - run['trained']:.1f} s "
+        f"later; worker 1 "
         f"{'still ran' if lost_code is None else launcher.describe_exit(lost_code)}"
     )
 
     assert not of("done", "worker 1")
     # Cut off, worker 1 could not read global_step for a report any more.
-    assert all(e["time"] < cut + 0.5 for e in of("progress", "worker 1"))
+    assert all(e["time"] < run["cut"] + 0.5 for e in of("progress", "worker 1"))
 
     summary = of("summary", "worker 0")[0]
     written = json.loads((tmp_path / "model" / "summary.json").read_text())
     assert {key: summary[key] for key in written} == written
+    _check_the_chief_finished_alone(events, summary)
+    _check_global_step_after_the_cut(events, summary, run["cut"])
+    _check_traffic_and_accuracy(summary, run["rx_bytes"])
 
+
+def _check_the_chief_finished_alone(events, summary):
+    """The chief took all its steps and waited the whole timeout for worker 1."""
+    of = events.of
     # The chief took all its steps, and alone it reported them.
     chief_progress = of("progress", "worker 0")
     assert chief_progress[-1]["step"] == STEPS
@@ -296,6 +343,9 @@ def test_the_chief_finishes_when_a_worker_host_is_cut_off(network, tmp_path):
     waited = warnings[0]["time"] - of("done", "worker 0")[0]["time"]
     assert TIMEOUT_SECS <= waited < TIMEOUT_SECS + 10
 
+
+def _check_global_step_after_the_cut(events, summary, cut):
+    """global_step grew by worker 1's exchanges before the `cut` only."""
     # global_step counts exchanges: the chief's STEPS / PERIOD and worker 1's before the
     # cut, at least the LOG_EVERY_STEPS / PERIOD of the steps it reported (7 here): far
     # fewer than its share.
@@ -306,9 +356,12 @@ def test_the_chief_finishes_when_a_worker_host_is_cut_off(network, tmp_path):
     # Nothing of worker 1 reached the ps after the cut: from the chief's first report
     # after it (the chief then had >= 750 steps, >= 1.3 s, to go), global_step grew by
     # the chief's exchanges exactly.
-    first = next(e for e in chief_progress if e["time"] > cut + 0.5)
+    first = next(e for e in events.of("progress", "worker 0") if e["time"] > cut + 0.5)
     assert summary["exchanges"] - first["exchanges"] == (STEPS - first["step"]) // PERIOD
 
+
+def _check_traffic_and_accuracy(summary, rx_bytes):
+    """The exchanges' bytes reached the ps host's eth0; the exported centre learnt."""
     # The traffic went through the ps's eth0: each exchange sent it the worker's copy of
     # every parameter (float32; the export holds the centre and the scalar global_step).
     shapes = tf.train.load_checkpoint(summary["export"]).get_variable_to_shape_map()

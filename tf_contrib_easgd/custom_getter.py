@@ -316,6 +316,18 @@ def flatten_partitions(variables):
     return [part for variable in variables for part in partitions(variable)]
 
 
+def create_as_local_variable(next_creator, **kwargs):
+    """Variable creator that puts the wrapped optimizer's variables in LOCAL_VARIABLES.
+
+    For `tf.compat.v1.variable_creator_scope`: the optimizer builds the wrapped
+    optimizer's update (its slots, e.g. Adam's "m") under it, so that they stay local
+    to the worker, as the worker copies do.
+    """
+    collections = kwargs.get("collections") or [_GLOBAL]
+    kwargs["collections"] = [_LOCAL, *(c for c in collections if c not in (_GLOBAL, _LOCAL))]
+    return next_creator(**kwargs)
+
+
 def _as_keywords(args, kwargs):
     """Returns the getter arguments with those given by position turned into keywords."""
     if len(args) > len(_GETTER_ARGUMENTS):

@@ -7,7 +7,11 @@ from the centre and the swapping saver. docs/DESIGN.md ("The library, module by 
 import tensorflow as tf
 
 from tf_contrib_easgd import _validation
-from tf_contrib_easgd.custom_getter import ElasticAverageCustomGetter, flatten_partitions
+from tf_contrib_easgd.custom_getter import (
+    ElasticAverageCustomGetter,
+    create_as_local_variable,
+    flatten_partitions,
+)
 from tf_contrib_easgd.exchange import ElasticExchange
 from tf_contrib_easgd.gating import run_every
 from tf_contrib_easgd.hook import ElasticAverageOptimizerHook
@@ -17,7 +21,6 @@ from tf_contrib_easgd.swapping_saver import swapping_saver
 from tf_contrib_easgd.transport import ExchangeTransport
 
 _LOCAL = tf.compat.v1.GraphKeys.LOCAL_VARIABLES
-_GLOBAL = tf.compat.v1.GraphKeys.GLOBAL_VARIABLES
 _GATE_OP = tf.compat.v1.train.Optimizer.GATE_OP
 
 
@@ -36,25 +39,7 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
     exchange, not per local step: it counts communication rounds summed over all workers
     (as contrib did), about W * L / tau for W workers of L local steps each.
 
-    Usage in a between-graph replicated TF1 script (one copy per worker task):
-
-    ```python
-    getter = ElasticAverageCustomGetter(worker_device=worker_device)
-    with tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(
-            worker_device=worker_device, cluster=cluster)), \\
-         tf.compat.v1.variable_scope("", custom_getter=getter):
-        loss = build_model_loss()  # variables made with tf.compat.v1.get_variable
-        global_step = tf.compat.v1.train.get_or_create_global_step()
-        opt = ElasticAverageOptimizer(
-            tf.compat.v1.train.GradientDescentOptimizer(0.1), num_worker=len(workers),
-            ea_custom_getter=getter, communication_period=10)
-        train_op = opt.minimize(loss, global_step=global_step)
-    hook = opt.make_session_run_hook(is_chief=task_index == 0, task_index=task_index)
-    with tf.compat.v1.train.MonitoredTrainingSession(
-            master=server.target, is_chief=task_index == 0, hooks=[hook]) as sess:
-        while not sess.should_stop():
-            sess.run(train_op)
-    ```
+    docs/API.md ("Usage") shows its use in a between-graph replicated TF1 script.
     """
 
     BETA = 0.9
@@ -252,7 +237,7 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         penalty="move", the elastic moves around it; returns the op."""
         # Empty unless penalty="move": then built before the update, applied after it.
         moves = self._elastic_penalty.moves(centered, self._getter.worker_device)
-        with tf.compat.v1.variable_creator_scope(_create_as_local_variable), moves.before():
+        with tf.compat.v1.variable_creator_scope(create_as_local_variable), moves.before():
             update = self._opt.apply_gradients(grads_and_vars)
         return moves.after(update, self._use_locking)
 
@@ -269,10 +254,9 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
     def _make_exchange(self, centered, global_step):
         """Makes the exchange of `centered` (and of `global_step`, or None) that
         `_exchange_if_due` calls: an `ElasticExchange`."""
-        worker_device = self._getter.worker_device
         return ElasticExchange(
-            centered, worker_device, self._moving_rate, global_step, self._use_locking,
-            self._transport,
+            centered, self._getter.worker_device, self._moving_rate, global_step,
+            self._use_locking, self._transport,
         )  # fmt: skip
 
     def minimize(
@@ -413,10 +397,3 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
     def variables(self):
         """Returns the wrapped optimizer's variables and `local_step`."""
         return [*self._opt.variables(), self._local_step]
-
-
-def _create_as_local_variable(next_creator, **kwargs):
-    """Variable creator that puts the wrapped optimizer's variables in LOCAL_VARIABLES."""
-    collections = kwargs.get("collections") or [_GLOBAL]
-    kwargs["collections"] = [_LOCAL, *(c for c in collections if c not in (_GLOBAL, _LOCAL))]
-    return next_creator(**kwargs)
