@@ -15,18 +15,15 @@ stopped by the test.
 """
 
 import json
-import os
-import shutil
-import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 import tensorflow as tf
 from processes import child_env
 
 from tf_contrib_easgd.trainer import launcher, progress
+from tf_contrib_easgd.trainer import network as network_module
 
 STEPS = 1500
 PERIOD = 10
@@ -36,129 +33,25 @@ LOG_EVERY_STEPS = 50
 # is only the difference of their start-up times (a few seconds), not a TF import.
 TIMEOUT_SECS = 30
 STARTUP_DEADLINE_SECS = 100  # Three TF imports at once on 2 busy cores: ~15-40 s.
-IP_TIMEOUT_SECS = 30
 PORT = 2222
-# The switch of each run is private (in a namespace of its own), so every run can use the
-# same subnet.
-SUBNET = "10.213.0"
 HOSTS = {"ps0": 1, "w0": 2, "w1": 3}  # Host name -> last byte of its address.
-
-
-def _ip(*arguments, check=True):
-    """Runs `ip ARGUMENTS`; returns the completed process."""
-    result = subprocess.run(
-        ["ip", *arguments], capture_output=True, text=True, timeout=IP_TIMEOUT_SECS, check=False
-    )
-    if check and result.returncode != 0:
-        raise RuntimeError(f"`ip {' '.join(arguments)}` failed: {result.stderr.strip()}")
-    return result
-
-
-def netns_unavailable_reason():
-    """Why network namespaces cannot be made here (a probe makes and deletes one), or None."""
-    if not sys.platform.startswith("linux"):
-        return "network namespaces need Linux"
-    if os.geteuid() != 0:
-        return "creating network namespaces needs root"
-    if shutil.which("ip") is None:
-        return "the `ip` command (iproute2) is not installed"
-    probe = f"easgd-probe-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    made = _ip("netns", "add", probe, check=False)
-    if made.returncode != 0:
-        return f"`ip netns add` failed: {made.stderr.strip()}"
-    _ip("netns", "del", probe, check=False)
-    return None
-
-
-class Network:
-    """Hosts (network namespaces) wired to a bridge in a switch namespace of their own.
-
-    Attributes:
-        prefix: start of the names of this run's namespaces (pid-based, unique).
-        switch: the namespace of the bridge; its ports are named after the hosts.
-    """
-
-    def __init__(self, hosts):
-        """Makes the namespaces, the bridge and one veth pair per host; deletes on error.
-
-        Args:
-            hosts: `{host name: last byte of its address}`; names of at most 15 bytes.
-        """
-        self.prefix = f"easgd-mh-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self.switch = f"{self.prefix}-switch"
-        self.hosts = dict(hosts)
-        self.made = []
-        try:
-            self._make()
-        except BaseException:
-            self.delete()
-            raise
-
-    def namespace(self, host):
-        """The namespace of `host`."""
-        return f"{self.prefix}-{host}"
-
-    def address(self, host):
-        """The IPv4 address of `host`."""
-        return f"{SUBNET}.{self.hosts[host]}"
-
-    def _add_namespace(self, name):
-        _ip("netns", "add", name)
-        self.made.append(name)
-        _ip("-n", name, "link", "set", "lo", "up")
-
-    def _make(self):
-        self._add_namespace(self.switch)
-        _ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
-        _ip("-n", self.switch, "link", "set", "br0", "up")
-        for host in self.hosts:
-            namespace = self.namespace(host)
-            self._add_namespace(namespace)
-            # Both ends are made in their namespaces: no name of the root namespace is used.
-            _ip("-n", self.switch, "link", "add", host, "type", "veth",
-                "peer", "name", "eth0", "netns", namespace)  # fmt: skip
-            _ip("-n", self.switch, "link", "set", host, "master", "br0", "up")
-            _ip("-n", namespace, "addr", "add", f"{self.address(host)}/24", "dev", "eth0")
-            _ip("-n", namespace, "link", "set", "eth0", "up")
-
-    def unplug(self, host):
-        """Takes the switch port of `host` down: its packets go nowhere, silently."""
-        _ip("-n", self.switch, "link", "set", host, "down")
-
-    def rx_bytes(self, host):
-        """Bytes received on `host`'s interface so far."""
-        shown = _ip("-n", self.namespace(host), "-j", "-s", "link", "show", "eth0")
-        return json.loads(shown.stdout)[0]["stats64"]["rx"]["bytes"]
-
-    def delete(self):
-        """Deletes every namespace made; the veth pairs and the bridge go with them.
-
-        Returns:
-            The names that could not be deleted.
-        """
-        left = []
-        for name in reversed(self.made):
-            if _ip("netns", "del", name, check=False).returncode != 0:
-                left.append(name)
-        self.made = left
-        return left
 
 
 @pytest.fixture
 def network():
     """A switch and the hosts `HOSTS`; skips where namespaces cannot be made."""
-    reason = netns_unavailable_reason()
+    reason = network_module.unavailable_reason()
     if reason:
         pytest.skip(f"multi-host test needs network namespaces: {reason}")
     try:
-        net = Network(HOSTS)
+        net = network_module.HostNetwork(HOSTS, name="easgd-mh")
     except RuntimeError as error:  # E.g. no veth or bridge support in this kernel.
         pytest.skip(f"multi-host test cannot wire its hosts: {error}")
     try:
         yield net
     finally:
         left = net.delete()
-        listed = _ip("netns", "list", check=False).stdout
+        listed = network_module.run_ip("netns", "list", check=False).stdout
         assert not left and net.prefix not in listed, f"namespaces left behind: {listed}"
 
 
@@ -275,7 +168,7 @@ def _run_and_cut_off_worker_1(network, tmp_path, events):
         )
         run["summarised"] = time.monotonic()
         _check_the_chief_and_ps_exited(job)
-        run["rx_bytes"] = network.rx_bytes("ps0")
+        run["rx_bytes"] = network.link_bytes("ps0")[1]
         run["lost_code"] = _stop_worker_1(lost)
     return run
 
