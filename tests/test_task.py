@@ -35,6 +35,7 @@ def _config(model_dir, **overrides):
         moving_rate=None,
         rho=0.0,
         synchronous=False,
+        overlap=False,
         model="mlp",
         dataset="digits",
         model_dir=str(model_dir),
@@ -118,9 +119,14 @@ def _scalars(directory):
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("synchronous", [False, True])
-def test_a_job_trains_exports_and_evaluates_the_centre(tmp_path, synchronous):
-    config = _config(tmp_path, synchronous=synchronous)
+@pytest.mark.parametrize(
+    ("synchronous", "overlap"),
+    [(False, False), (True, False), (False, True)],
+    ids=["asynchronous", "synchronous", "overlap"],
+)
+def test_a_job_trains_exports_and_evaluates_the_centre(tmp_path, synchronous, overlap):
+    # With overlap too, every exchange is complete when a worker ends (the hook's end()).
+    config = _config(tmp_path, synchronous=synchronous, overlap=overlap)
     job = run_job(config)
     assert job.errors == {}
     summary = job.results["worker 0"]

@@ -73,6 +73,7 @@ def test_defaults_run_one_ps_and_two_workers_locally(parse):
         moving_rate=None,
         rho=0.0,
         synchronous=False,
+        overlap=False,
         model="mlp",
         dataset="digits",
         model_dir="",  # main() makes a temporary directory.

@@ -35,6 +35,7 @@ class ElasticAverageOptimizerHook(tf.compat.v1.train.SessionRunHook):
         self._is_chief = is_chief
         self._task_index = task_index
         self._init_op = None
+        self._finish_op = None
         self._exchange_transport = None
 
     @property
@@ -59,8 +60,11 @@ class ElasticAverageOptimizerHook(tf.compat.v1.train.SessionRunHook):
         return self._exchange_transport
 
     def begin(self):
-        """Builds the init op (and with it the probe of the exchange transport)."""
+        """Builds the init op (and with it the probe of the exchange transport), and with
+        `overlap=True` the op that completes the exchange in flight."""
         self._init_op = self._optimizer.get_init_op(self._task_index)
+        if self._optimizer.overlap:
+            self._finish_op = self._optimizer.get_finish_op()
 
     def after_create_session(self, session, coord):
         """Copies the centre into this worker's variables (after the barrier, if any), then
@@ -71,3 +75,8 @@ class ElasticAverageOptimizerHook(tf.compat.v1.train.SessionRunHook):
         del coord  # Unused.
         session.run(self._init_op)
         self._exchange_transport = self._optimizer.choose_exchange_transport(session)
+
+    def end(self, session):
+        """With `overlap=True`, waits for the exchange in flight and lands its move."""
+        if self._finish_op is not None:
+            session.run(self._finish_op)

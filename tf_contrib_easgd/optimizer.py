@@ -7,6 +7,7 @@ from the centre and the swapping saver. docs/DESIGN.md ("The library, module by 
 import tensorflow as tf
 
 from tf_contrib_easgd import _validation
+from tf_contrib_easgd._contrib_attributes import ContribAttributes
 from tf_contrib_easgd.custom_getter import (
     ElasticAverageCustomGetter,
     create_as_local_variable,
@@ -15,6 +16,7 @@ from tf_contrib_easgd.custom_getter import (
 from tf_contrib_easgd.exchange import ElasticExchange
 from tf_contrib_easgd.gating import run_every
 from tf_contrib_easgd.hook import ElasticAverageOptimizerHook
+from tf_contrib_easgd.overlap import OverlappedExchange
 from tf_contrib_easgd.penalty import GRADIENT, ElasticPenalty
 from tf_contrib_easgd.startup import build_init_op
 from tf_contrib_easgd.swapping_saver import swapping_saver
@@ -24,7 +26,7 @@ _LOCAL = tf.compat.v1.GraphKeys.LOCAL_VARIABLES
 _GATE_OP = tf.compat.v1.train.Optimizer.GATE_OP
 
 
-class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
+class ElasticAverageOptimizer(ContribAttributes, tf.compat.v1.train.Optimizer):
     """Wraps a `tf.compat.v1` optimizer to train with asynchronous Elastic Averaging SGD.
 
     Each worker trains its own copy x of the variables with the wrapped optimizer. Every
@@ -57,6 +59,7 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         name="ElasticAverageOptimizer",
         *,
         penalty=GRADIENT,
+        overlap=False,
     ):
         """Creates the optimizer and its `local_step` variable on the worker.
 
@@ -83,6 +86,9 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
                 the step, eta the learning rate of `opt` (with the default rho: by
                 moving_rate, whatever the optimizer). docs/DESIGN.md ("The elastic
                 penalty").
+            overlap: keyword only; True overlaps each exchange with the next tau local
+                steps: a queue runner sends it and its move lands on the worker at the next
+                exchange (docs/DESIGN.md, "The overlapped exchange"). False: in the step.
 
         Raises:
             TypeError: if an argument has the wrong type (e.g. `opt` is a Keras optimizer).
@@ -100,6 +106,7 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         rho = _validation.check_number(rho, "rho", low=0.0, low_inclusive=True)
         _validation.check_bool(use_locking, "use_locking")
         _validation.check_bool(synchronous, "synchronous")
+        _validation.check_bool(overlap, "overlap")
         _validation.check_name(name, "name")
         if moving_rate is None:
             moving_rate = self.BETA / period / num_worker
@@ -113,6 +120,8 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         self._moving_rate = moving_rate
         self._elastic_penalty = elastic_penalty
         self._synchronous = synchronous
+        self._overlap = overlap
+        self._overlapped = []  # The `OverlappedExchange` of each train op built.
         with tf.compat.v1.device(ea_custom_getter.worker_device):
             self._local_step = tf.compat.v1.Variable(
                 0, dtype=tf.int32, trainable=False, collections=[_LOCAL], name="local_step"
@@ -133,29 +142,6 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
     def local_step(self):
         """The worker-local step counter, incremented by every `apply_gradients` run."""
         return self._local_step
-
-    # Contrib compatibility: code written against contrib read its private attributes. The
-    # three below, and `_opt`, `_num_worker`, `_period`, `_moving_rate` (its default
-    # computed), `_synchronous`, `_local_step`, `_use_locking` and `_name`, read as there.
-
-    @property
-    def _rho(self):
-        """Contrib compatibility: rho as contrib held it, the default computed (a float,
-        or a new tensor on each read for a tensor or callable learning rate; None for the
-        default with penalty="move", which reads no learning rate)."""
-        return self._elastic_penalty.contrib_rho()
-
-    @property
-    def _local_map(self):
-        """Contrib compatibility: the getter's `_local_map`, worker copy (or partition) ->
-        local centre; prefer `ea_custom_getter.find(v).local_center`."""
-        return self._getter._local_map  # noqa: SLF001 (the same view, as contrib shared it)
-
-    @property
-    def _global_map(self):
-        """Contrib compatibility: the getter's `_global_map`, worker copy (or partition) ->
-        global centre; prefer `ea_custom_getter.find(v).global_center`."""
-        return self._getter._global_map  # noqa: SLF001 (the same view, as contrib shared it)
 
     def compute_gradients(
         self,
@@ -253,11 +239,13 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
 
     def _make_exchange(self, centered, global_step):
         """Makes the exchange of `centered` (and of `global_step`, or None) that
-        `_exchange_if_due` calls: an `ElasticExchange`."""
-        return ElasticExchange(
-            centered, self._getter.worker_device, self._moving_rate, global_step,
-            self._use_locking, self._transport,
-        )  # fmt: skip
+        `_exchange_if_due` calls: an `ElasticExchange`, or an `OverlappedExchange`."""
+        worker_device = self._getter.worker_device
+        common = (centered, worker_device, self._moving_rate, global_step, self._use_locking)
+        if not self._overlap:
+            return ElasticExchange(*common, self._transport)
+        self._overlapped.append(OverlappedExchange(*common))
+        return self._overlapped[-1]
 
     def minimize(
         self,
@@ -322,6 +310,22 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
         self._transport.build()  # For `choose_exchange_transport`, while the graph can change.
         return init_op
 
+    @property
+    def overlap(self):
+        """Whether exchanges overlap the local steps that follow them."""
+        return self._overlap
+
+    def get_finish_op(self):
+        """Returns the op that waits for the exchange in flight and lands its move.
+
+        With `overlap=True`, run it once the last step is taken, before the session ends,
+        so that the worker's last exchange is complete; the hook of
+        `make_session_run_hook` does (in `end()`). Without overlap, a no-op.
+        """
+        if not self._overlapped:
+            return tf.no_op(name="finish_exchanges")
+        return tf.group(*(e.finish() for e in self._overlapped), name="finish_exchanges")
+
     def make_session_run_hook(self, is_chief, task_index):
         """Returns the hook that runs `get_init_op(task_index)` once the session exists.
 
@@ -343,12 +347,10 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
     def choose_exchange_transport(self, session):
         """Makes the exchanges call the parameter servers the cheapest way `session` allows.
 
-        Exchanges go by `RemoteCall`, which works in every session, or, when `session` was
-        created with `share_cluster_devices_in_session=True` and every ps task answers a
-        probe, directly, which copies less (docs/DESIGN.md, "Transports"). No way makes
-        TensorFlow log an error. The hook of `make_session_run_hook` calls this after every
-        session creation; a script with its own session, once the local variables are
-        initialised.
+        By `RemoteCall` (every session), or directly, which copies less, when `session` has
+        `share_cluster_devices_in_session=True` and every ps task answers a probe
+        (docs/DESIGN.md, "Transports"). The hook calls this after each session creation; a
+        script with its own session, once the local variables are initialised.
 
         Args:
             session: a `tf.compat.v1.Session` of this worker's graph, not a monitored one
@@ -366,9 +368,8 @@ class ElasticAverageOptimizer(tf.compat.v1.train.Optimizer):
     def swapping_saver(self, var_list=None, name="swapping_saver", **saver_kwargs):
         """Returns a Saver that writes each global centre under its variable's own name.
 
-        A plain model built without EASGD restores the trained centre with its default Saver
-        (partitioned variables as slices of the original name); this Saver restores such a
-        checkpoint into the EASGD graph, centres included.
+        A model built without EASGD restores the trained centre with its default Saver
+        (partitions as slices); this Saver restores such a checkpoint into the EASGD graph.
 
         Args:
             var_list: variables to save: worker copies and centres as the centre under the

@@ -109,6 +109,13 @@ flags.DEFINE_float(
     "training in every configuration measured (docs/TUNING.md).",
 )
 flags.DEFINE_bool("synchronous", False, "Workers wait for each other once, before the first step.")
+flags.DEFINE_bool(
+    "overlap",
+    False,
+    "Overlap each exchange with the next communication_period local steps: the worker "
+    "trains on while the exchange travels and its elastic move lands one period later "
+    "(faster where the network is slow; docs/DESIGN.md).",
+)
 flags.DEFINE_enum("model", "mlp", list(MODELS), "mlp: one hidden layer of 128; cnn: 2 conv.")
 flags.DEFINE_string(
     "dataset",

@@ -61,6 +61,7 @@ class TrainConfig:
     moving_rate: float | None
     rho: float
     synchronous: bool
+    overlap: bool
     model: str
     dataset: str
     model_dir: str
@@ -190,6 +191,7 @@ def _train_config(f, task):
         moving_rate=f.moving_rate,
         rho=f.rho,
         synchronous=f.synchronous,
+        overlap=f.overlap,
         model=f.model,
         dataset=f.dataset if f.dataset == data.DIGITS else os.path.abspath(f.dataset),
         model_dir=os.path.abspath(f.model_dir) if f.model_dir else "",

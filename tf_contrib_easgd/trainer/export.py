@@ -117,6 +117,7 @@ def write_job_summary(worker, outcome, state):
         "moving_rate": worker.g.optimizer.moving_rate,
         "rho": config.rho,
         "synchronous": config.synchronous,
+        "overlap": config.overlap,
         "batch_size": config.batch_size,
         "seed": config.seed,
         "num_ps": task.num_ps,

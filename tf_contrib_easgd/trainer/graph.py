@@ -161,6 +161,7 @@ def _build_optimizer(getter, task, config):
         moving_rate=config.moving_rate,
         rho=config.rho,
         synchronous=config.synchronous,
+        overlap=config.overlap,
     )
 
 

@@ -1,0 +1,207 @@
+"""The overlapped exchange (`overlap=True`): its moves, worked by hand.
+
+The exchange runs in the queue runner's thread; a value is read once the runner has moved
+the centre (global_step counts the exchanges done), so every value is determined. The
+first tests have no server (one worker whose devices are all local); the last runs on an
+in-process cluster under MonitoredTrainingSession.
+"""
+
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from clusters import worker_scope
+
+from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
+
+DEADLINE_SECS = 30
+
+
+def _build(getter, w0, **optimizer_kwargs):
+    """Loss 0.5 * w^2 (gradient w) under `getter`; returns (w, opt, train_op, global_step)."""
+    with tf.compat.v1.variable_scope("", custom_getter=getter):
+        w = tf.compat.v1.get_variable("w", initializer=tf.constant(w0))
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+    opt = ElasticAverageOptimizer(
+        tf.compat.v1.train.GradientDescentOptimizer(0.5),
+        num_worker=1,
+        ea_custom_getter=getter,
+        rho=0.0,
+        **optimizer_kwargs,
+    )
+    train_op = opt.minimize(0.5 * tf.reduce_sum(tf.square(w)), global_step=global_step)
+    return w, opt, train_op, global_step
+
+
+def _wait_for_exchanges(session, global_step, count):
+    """Waits until the runner has moved the centre `count` times in all."""
+    deadline = time.monotonic() + DEADLINE_SECS
+    while session.run(global_step) < count:
+        assert time.monotonic() < deadline, f"exchange {count} did not happen in time"
+        time.sleep(0.005)
+
+
+def test_moves_land_one_period_later(world):
+    # period 3, alpha 0.5, lr 0.5 on 0.5*w^2: each local step halves w.
+    # Steps 1-3: w 8 -> 4 -> 2 -> 1. Step 3 sends x_s = 1 (nothing in flight to land);
+    #   the runner reads c = 8, d = 0.5 * (1 - 8) = -3.5, c = 8 - 3.5 = 4.5.
+    # Steps 4-6: w 1 -> 0.5 -> 0.25 -> 0.125. Step 6 lands d = -3.5: w = 3.625, local
+    #   centre = 8 (the centre that exchange read); sends x_s = 3.625: c = 4.5,
+    #   d = 0.5 * (3.625 - 4.5) = -0.4375, c = 4.0625.
+    # Steps 7-9: w 3.625 -> 1.8125 -> 0.90625 -> 0.453125. Step 9 lands d = -0.4375:
+    #   w = 0.890625, local centre = 4.5; sends 0.890625: d = 0.5 * (0.890625 - 4.0625)
+    #   = -1.5859375, c = 4.0625 - 1.5859375 = 2.4765625.
+    # Rows: (w, local centre, global centre, local_step, global_step) after each step.
+    expected = [
+        (4.0, 8.0, 8.0, 1, 0),
+        (2.0, 8.0, 8.0, 2, 0),
+        (1.0, 8.0, 4.5, 3, 1),
+        (0.5, 8.0, 4.5, 4, 1),
+        (0.25, 8.0, 4.5, 5, 1),
+        (3.625, 8.0, 4.0625, 6, 2),
+        (1.8125, 8.0, 4.0625, 7, 2),
+        (0.90625, 8.0, 4.0625, 8, 2),
+        (0.890625, 4.5, 2.4765625, 9, 3),
+    ]
+    getter = ElasticAverageCustomGetter("")
+    with tf.Graph().as_default():
+        w, opt, train_op, global_step = _build(
+            getter, 8.0, communication_period=3, moving_rate=0.5, overlap=True
+        )
+        entry = getter.find(w)
+        fetch = [
+            w.read_value(),
+            entry.local_center.read_value(),
+            entry.global_center.read_value(),
+            opt.local_step.read_value(),
+            global_step.read_value(),
+        ]
+        coordinator = tf.train.Coordinator()
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(tf.compat.v1.local_variables_initializer())
+            session.run(opt.get_init_op(0))
+            threads = tf.compat.v1.train.start_queue_runners(session, coordinator)
+            observed = []
+            for step in range(1, len(expected) + 1):
+                session.run(train_op)
+                _wait_for_exchanges(session, global_step, step // 3)
+                observed.append(tuple(session.run(fetch)))
+            coordinator.request_stop()
+            coordinator.join(threads, stop_grace_period_secs=DEADLINE_SECS)
+    assert observed == expected
+
+
+def test_finish_op_lands_the_exchange_in_flight(world):
+    # As above, period 3: step 3 sends x_s = 1 (d = -3.5, c = 4.5). The finish op waits
+    # for it and lands it: w = 1 + 3.5 = 4.5, local centre = 8. Once landed, nothing is
+    # in flight: a second run changes nothing, and step 4 halves w (4.5 -> 2.25).
+    getter = ElasticAverageCustomGetter("")
+    with tf.Graph().as_default():
+        w, opt, train_op, global_step = _build(
+            getter, 8.0, communication_period=3, moving_rate=0.5, overlap=True
+        )
+        finish = opt.get_finish_op()
+        entry = getter.find(w)
+        fetch = [w.read_value(), entry.local_center.read_value(), entry.global_center.read_value()]
+        coordinator = tf.train.Coordinator()
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(tf.compat.v1.local_variables_initializer())
+            threads = tf.compat.v1.train.start_queue_runners(session, coordinator)
+            for _ in range(3):
+                session.run(train_op)
+            session.run(finish)
+            assert session.run(fetch) == [4.5, 8.0, 4.5]
+            assert session.run(global_step) == 1
+            session.run(finish)
+            assert session.run(fetch) == [4.5, 8.0, 4.5]
+            session.run(train_op)
+            assert session.run(fetch) == [2.25, 8.0, 4.5]
+            coordinator.request_stop()
+            coordinator.join(threads, stop_grace_period_secs=DEADLINE_SECS)
+
+
+def test_default_builds_no_queue_and_no_runner(world):
+    getter = ElasticAverageCustomGetter("")
+    with tf.Graph().as_default() as graph:
+        _build(getter, 1.0, communication_period=2)
+        assert not graph.get_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS)
+        assert not [op for op in graph.get_operations() if "Queue" in op.type]
+
+
+def test_overlap_registers_one_queue_runner(world):
+    getter = ElasticAverageCustomGetter("")
+    with tf.Graph().as_default() as graph:
+        _build(getter, 1.0, communication_period=2, overlap=True)
+        (runner,) = graph.get_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS)
+        assert len(runner.enqueue_ops) == 1
+
+
+@pytest.mark.parametrize("overlap", [1, "yes", None])
+def test_overlap_must_be_a_bool(overlap):
+    getter = ElasticAverageCustomGetter("")
+    with tf.Graph().as_default(), pytest.raises(TypeError, match=r"overlap.*" + repr(overlap)):
+        ElasticAverageOptimizer(
+            tf.compat.v1.train.GradientDescentOptimizer(0.5), 1, getter, overlap=overlap
+        )
+
+
+@pytest.mark.cluster
+def test_monitored_sessions_run_the_exchange_and_stop_it(world, cluster, container):
+    # Worker 0, the chief, trains 6 steps at tau 2 under MonitoredTrainingSession, which
+    # starts the exchange's runner: exchanges are sent at steps 2, 4 and 6, and the moves
+    # of the first two land at steps 4 and 6. Loss sum(w^2) from w = 1 with lr 0.1 (w
+    # shrinks by 0.8 a step) and alpha 0.25: the centre moves towards w each time.
+    # Then worker 1 joins and the hook starts it from the centre the chief left.
+    def build(index):
+        getter = ElasticAverageCustomGetter(f"/job:worker/task:{index}")
+        with worker_scope(cluster.spec, index, getter, container):
+            w = tf.compat.v1.get_variable("w", [3], initializer=tf.compat.v1.ones_initializer())
+            step = tf.compat.v1.train.get_or_create_global_step()
+            opt = ElasticAverageOptimizer(
+                tf.compat.v1.train.GradientDescentOptimizer(0.1), 2, getter,
+                communication_period=2, moving_rate=0.25, rho=0.0, overlap=True,
+            )  # fmt: skip
+            train_op = opt.minimize(tf.reduce_sum(tf.square(w)), global_step=step)
+        hook = opt.make_session_run_hook(is_chief=index == 0, task_index=index)
+        reads = [w.read_value(), getter.find(w).global_center.read_value(), step.read_value()]
+        return reads, train_op, hook
+
+    def session(index, hook):
+        return tf.compat.v1.train.MonitoredTrainingSession(
+            master=cluster.target(index),
+            is_chief=index == 0,
+            hooks=[hook],
+            config=cluster.session_config(index),
+            log_step_count_steps=None,
+            save_summaries_steps=None,
+        )
+
+    with tf.Graph().as_default():
+        reads, train_op, hook = build(0)
+        with session(0, hook) as sess:
+            assert hook.exchange_transport == "none"  # Plain ops in the runner's own run.
+            for _ in range(6):
+                sess.run(train_op)
+            deadline = time.monotonic() + DEADLINE_SECS
+            while sess.run(reads[2]) < 3:
+                assert time.monotonic() < deadline, "the third exchange did not happen"
+                time.sleep(0.005)
+            w, centre, steps = sess.run(reads)
+        closed = time.monotonic()
+    # Closing stopped the runner at once (it waits for the next copy).
+    assert time.monotonic() - closed < 5
+    assert steps == 3
+    # The hook's end() landed the third move: w = 0.422344 + 0.096264 (not read here).
+    # w: 1 -> 0.8 -> 0.64 (sent: c = 1 + 0.25 * (0.64 - 1) = 0.91, d = -0.09)
+    #   -> 0.512 -> 0.4096, + 0.09 = 0.4996 (sent: d = 0.25 * (0.4996 - 0.91) = -0.1026,
+    #   c = 0.8074) -> 0.39968 -> 0.319744, + 0.1026 = 0.422344 (sent: d = 0.25 *
+    #   (0.422344 - 0.8074) = -0.096264, c = 0.711136).
+    np.testing.assert_allclose(w, [0.422344] * 3, rtol=1e-5)
+    np.testing.assert_allclose(centre, [0.711136] * 3, rtol=1e-5)
+    with tf.Graph().as_default():
+        reads, _, hook = build(1)
+        with session(1, hook) as sess:
+            np.testing.assert_array_equal(sess.run(reads[0]), centre)
