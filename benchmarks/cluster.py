@@ -7,7 +7,10 @@ process it started when it is closed, on error too. Every wait has a deadline.
 
 With `netns=True` (root and `ip netns` needed) the processes run in a private network
 namespace made for this cluster alone, so the loopback counters of that namespace count
-the cluster's traffic and nothing else; the namespace is deleted on close.
+the cluster's traffic and nothing else; the namespace is deleted on close. With a `rate`
+("1gbit"), each task runs on a host of its own instead, a namespace whose link to a
+private switch is limited to that rate both ways (`HostNetwork`), as on separate machines
+whose network cards are the bottleneck.
 """
 
 import contextlib
@@ -15,7 +18,6 @@ import json
 import os
 import pathlib
 import queue
-import shutil
 import signal
 import socket
 import subprocess
@@ -25,9 +27,11 @@ import time
 import uuid
 
 from benchmarks.task_protocol import REPLY_PREFIX
+from tf_contrib_easgd.trainer import network
 from tf_contrib_easgd.trainer.launcher import make_die_with_parent
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+HOST_PORT = 2222  # The port of every task on a shaped network (a host per task).
 START_TIMEOUT_SECS = 120.0  # Importing TensorFlow alone takes ~15 s on a loaded 2-core box.
 
 
@@ -35,20 +39,9 @@ class BenchError(RuntimeError):
     """A benchmark process failed, answered with an error, or did not answer in time."""
 
 
-def netns_unavailable_reason():
-    """Why a private network namespace cannot be made here, or None if it can."""
-    if sys.platform != "linux":
-        return "network namespaces need Linux"
-    if os.geteuid() != 0:
-        return "creating a network namespace needs root"
-    if shutil.which("ip") is None:
-        return "the `ip` command (iproute2) is not installed"
-    name = f"easgd-probe-{uuid.uuid4().hex[:8]}"
-    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True, check=False)
-    if made.returncode != 0:
-        return f"`ip netns add` failed: {made.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
-    return None
+def netns_unavailable_reason(rate=None):
+    """Why a private network namespace (with links of `rate`) cannot be made here, or None."""
+    return network.unavailable_reason(rate)
 
 
 class _Process:
@@ -115,6 +108,8 @@ class BenchCluster:
         world: "tf1" or "tf2", passed to each process as `--world`.
         log_dir: folder of the processes' stderr logs.
         netns: whether to run the processes in a private network namespace.
+        rate: a `tc` rate ("1gbit"): each task on a host of its own whose link has that
+            rate; `netns` is then ignored.
         python: the interpreter of the processes (default: this one).
         module: the module each process runs (`python -m`).
     """
@@ -128,12 +123,15 @@ class BenchCluster:
         netns=False,
         python=sys.executable,
         module="benchmarks.task",
+        rate=None,
     ):
         self.num_ps = num_ps
         self.num_workers = num_workers
         self.world = world
         self.log_dir = pathlib.Path(log_dir)
-        self.netns = f"easgd-bench-{uuid.uuid4().hex[:8]}" if netns else None
+        self.netns = f"easgd-bench-{uuid.uuid4().hex[:8]}" if netns and rate is None else None
+        self.rate = rate
+        self.network = None
         self.python = str(python)
         self.module = module
         self.processes = []
@@ -153,20 +151,30 @@ class BenchCluster:
 
     def _start(self):
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        prefix = []
-        if self.netns:
-            _ip("netns", "add", self.netns)
-            _ip("netns", "exec", self.netns, "ip", "link", "set", "lo", "up")
-            prefix = ["ip", "netns", "exec", self.netns]
-        ports = _free_ports(self.num_ps + self.num_workers)
+        tasks = [f"ps{i}" for i in range(self.num_ps)]
+        tasks += [f"worker{i}" for i in range(self.num_workers)]
+        prefix = {task: [] for task in tasks}
+        if self.rate is not None:
+            hosts = {task: byte for byte, task in enumerate(tasks, start=1)}
+            self.network = network.HostNetwork(hosts, self.rate, name="easgd-bench")
+            prefix = {task: self.network.exec_prefix(task) for task in tasks}
+            # Each task has a host of its own, so all can listen on the same port.
+            address = {task: f"{self.network.address(task)}:{HOST_PORT}" for task in tasks}
+        else:
+            if self.netns:
+                network.run_ip("netns", "add", self.netns)
+                network.run_ip("-n", self.netns, "link", "set", "lo", "up")
+                prefix = {task: ["ip", "netns", "exec", self.netns] for task in tasks}
+            ports = _free_ports(len(tasks))
+            address = {task: f"localhost:{port}" for task, port in zip(tasks, ports, strict=True)}
         cluster = {
-            "ps": [f"localhost:{p}" for p in ports[: self.num_ps]],
-            "worker": [f"localhost:{p}" for p in ports[self.num_ps :]],
+            job: [address[task] for task in tasks if task.startswith(job)]
+            for job in ("ps", "worker")
         }
         for job, count in (("ps", self.num_ps), ("worker", self.num_workers)):
             for index in range(count):
                 argv = [
-                    *prefix,
+                    *prefix[f"{job}{index}"],
                     self.python,
                     "-m",
                     self.module,
@@ -204,17 +212,19 @@ class BenchCluster:
             ticks += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15.
         return ticks / os.sysconf("SC_CLK_TCK")
 
+    def link_bytes(self, task):
+        """`(sent, received)` bytes of the link of `task` ("ps0") so far; needs a `rate`."""
+        return self.network.link_bytes(task)
+
     def close(self):
-        """Kills every process started and deletes the namespace."""
+        """Kills every process started and deletes the namespaces."""
         for process in self.processes:
             process.stop()
         self.processes, self.workers = [], []
         if self.netns:
-            subprocess.run(["ip", "netns", "del", self.netns], capture_output=True, check=False)
-
-
-def _ip(*arguments):
-    subprocess.run(["ip", *arguments], check=True, capture_output=True, timeout=30)
+            network.run_ip("netns", "del", self.netns, check=False)
+        if self.network is not None:
+            self.network.delete()
 
 
 def _free_ports(count):

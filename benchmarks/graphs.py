@@ -6,7 +6,8 @@ Configurations (names as in the tables):
 - `async`: TF1 between-graph replication, variables on the ps, plain SGD (DOWNPOUR).
 - `sync`: the same with `tf.compat.v1.train.SyncReplicasOptimizer` aggregating all workers.
 - `easgd-P`: `ElasticAverageOptimizer` with communication period P and the default
-  moving rate (0.9 / P / workers); `easgd-P-alphaA` sets the moving rate to A.
+  moving rate (0.9 / P / workers); `easgd-P-alphaA` sets the moving rate to A;
+  `easgd-P-overlap` overlaps each exchange with the next P local steps (`overlap=True`).
 - `naive-easgd-P`: the same algorithm with the first, per-step cross-device `tf.cond`
   exchange (`naive_easgd.py`), for comparison.
 - `copy-easgd-P`: `easgd-P` with an exchange that moves the same bytes and does no
@@ -29,10 +30,11 @@ from benchmarks.naive_easgd import NaiveElasticAverageOptimizer
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 
 #: EASGD configurations: the period, then optionally the moving rate and rho, each a number
-#: or `default` (the library's default: None), and `-remotecall`. Without `-rho`, rho is 0.
+#: or `default` (the library's default: None), and `-remotecall` or `-overlap`. Without
+#: `-rho`, rho is 0.
 _EASGD = re.compile(
     r"^(naive-|copy-)?easgd-(\d+)(?:-alpha(default|[0-9.]+))?(?:-rho(default|[0-9.]+))?"
-    r"(-remotecall)?$"
+    r"(-remotecall|-overlap)?$"
 )
 BASELINES = ("local", "async", "sync")
 _OPTIMIZERS = {
@@ -55,6 +57,7 @@ def check_config(name):
         raise ValueError(
             f"Unknown configuration {name!r}; valid values are {list(BASELINES)}, "
             "'easgd-P', 'easgd-P-alphaA', 'easgd-P-alphaA-rhoR', 'easgd-P-remotecall', "
+            "'easgd-P-overlap', "
             "'naive-easgd-P' and 'copy-easgd-P' for a period P >= 1, a moving rate A and a "
             "rho R (a number, or 'default' for the library's default)."
         )
@@ -149,7 +152,7 @@ def build(
                 worker_init += [sync.local_step_init_op]
             return Built(graph, train_op, chief_init, worker_init, params, sync, loss=loss)
 
-        variant, period, moving_rate, rho, remote_call = _EASGD.match(config).groups()
+        variant, period, moving_rate, rho, suffix = _EASGD.match(config).groups()
         getter = ElasticAverageCustomGetter(worker_device)
         with (
             tf.compat.v1.device(setter),
@@ -165,6 +168,7 @@ def build(
                 communication_period=int(period),
                 moving_rate=_number_or_default(moving_rate, None),
                 rho=_number_or_default(rho, 0.0),
+                **({"overlap": True} if suffix == "-overlap" else {}),
             )
             loss = models.loss(spec, params, images, labels)
             train_op = opt.minimize(loss, global_step=global_step)
@@ -172,5 +176,13 @@ def build(
             chief_init = [tf.compat.v1.global_variables_initializer(), *worker_init]
         centres = {name: getter.find(v).global_center for name, v in params.items()}
         return Built(
-            graph, train_op, chief_init, worker_init, centres, None, opt, not remote_call, loss
+            graph,
+            train_op,
+            chief_init,
+            worker_init,
+            centres,
+            None,
+            opt,
+            suffix != "-remotecall",
+            loss,  # fmt: skip
         )

@@ -10,6 +10,7 @@ import json
 import pathlib
 import sys
 
+from benchmarks import shaped_report
 from benchmarks.contrib_report import contrib_part, separate_run
 from benchmarks.plots import plot_accuracy, plot_throughput
 from benchmarks.provenance import revision_text
@@ -37,6 +38,8 @@ def render(results, plots):
     out += _bytes_part(results)
     out += _accuracy_part(results, plots)
     out += _overhead_part(results)
+    if "shaped" in results:
+        out += shaped_report.render(results, plots)
     out += [_STATIC_DESIGN]
     return "\n".join(out) + "\n"
 
@@ -94,7 +97,7 @@ def _targets_part(results):
     # The run itself keeps 3-4 processes busy, so only the load before it tells whether
     # other jobs were running.
     overloaded = results["load_before"][0] > cores
-    for target, measured, flag in targets(results):
+    for target, measured, flag in targets(results) + shaped_report.targets(results):
         status = _met(flag)
         if overloaded and "steps" not in target and target.startswith("EASGD tau"):
             status += " in this run, but not reliable: the machine was overloaded"
@@ -208,8 +211,15 @@ def write(results, out, report_path, replot=True):
     out = pathlib.Path(out)
     report_path = pathlib.Path(report_path)
     plots = {}
-    for name, plot in (("throughput", plot_throughput), ("accuracy", plot_accuracy)):
-        if name in results:
+    rates = results.get("shaped", {}).get("rates", {})
+    shaped_accuracy = "accuracy" in next(iter(rates.values()), {})
+    for name, plot, wanted in (
+        ("throughput", plot_throughput, "throughput" in results),
+        ("accuracy", plot_accuracy, "accuracy" in results),
+        ("shaped_throughput", shaped_report.plot_throughput, bool(rates)),
+        ("shaped_accuracy", shaped_report.plot_accuracy, shaped_accuracy),
+    ):
+        if wanted:
             if replot or not (out / f"{name}.png").is_file():
                 plot(results, out / f"{name}.png")
             plots[name] = _relative(out / f"{name}.png", report_path.parent)

@@ -1,7 +1,7 @@
 """Runs the benchmark suite and writes BENCHMARKS.md, results.json and the PNG plots.
 
-    python -m benchmarks.run                # make bench: the full suite (~40 minutes)
-    python -m benchmarks.run --quick        # make bench-quick: a smoke run under 3 minutes
+    python -m benchmarks.run                # make bench: the full suite (~45 minutes)
+    python -m benchmarks.run --quick        # make bench-quick: a smoke run under 5 minutes
     python -m benchmarks.run --sections=contrib --merge   # make bench-contrib (~5 minutes)
 
 Sections (see BENCHMARKS.md for what each measures and why):
@@ -11,6 +11,9 @@ Sections (see BENCHMARKS.md for what each measures and why):
 2. bytes: loopback bytes per local step of one worker, in a private network namespace.
 3. accuracy: wall time until the shared model reaches a test accuracy on the digits.
 4. overhead: per-step time of the wrapped optimizer alone vs inside EASGD, fresh processes.
+5-6. shaped: throughput, bytes on the ps's link and time to accuracy with each task on a
+   host of its own whose link is limited to 1 Gbit/s, then 100 Mbit/s (`shaped.py`), and
+   the cost model fitted on them (`cost_model.py`); skipped where `ip netns`/`tc` are not.
 contrib (shown in section 1): the throughput of section 1 side by side with the original
    `tf.contrib.opt.ElasticAverageOptimizer` on TensorFlow 1.15 (`.venv-tf115`, made by
    `make test-contrib`), as ratios within each TensorFlow version; skipped without it.
@@ -32,7 +35,7 @@ import time
 
 from absl import app, flags
 
-from benchmarks import report
+from benchmarks import report, shaped
 from benchmarks import specs as models
 from benchmarks.cluster import BenchCluster, netns_unavailable_reason
 from benchmarks.contrib_section import CONTRIB_ROUNDS, contrib_section
@@ -53,13 +56,18 @@ flags.DEFINE_string(
     "temporary folder with --quick).",
 )
 flags.DEFINE_string("report", None, "Markdown report to write (default: OUT/BENCHMARKS.md).")
-SECTIONS = ("throughput", "bytes", "accuracy", "overhead", "contrib")
+SECTIONS = ("throughput", "bytes", "accuracy", "overhead", "shaped", "contrib")
 flags.DEFINE_list("sections", list(SECTIONS), f"Sections to run, of {', '.join(SECTIONS)}.")
 flags.register_validator(
     "sections", lambda names: set(names) <= set(SECTIONS), f"Sections are {', '.join(SECTIONS)}."
 )
 flags.DEFINE_integer("workers", 2, "Workers of the throughput and accuracy clusters.")
-flags.DEFINE_integer("rounds", None, "Throughput rounds (default: 5, or 1 with --quick).")
+flags.DEFINE_integer(
+    "rounds",
+    None,
+    "Throughput rounds (default: 3, or 1 with --quick; the shaped network: 3 at 1 Gbit/s "
+    "and 2 at 100 Mbit/s).",
+)
 flags.DEFINE_bool("tf2", None, "Also measure in TF 2 graph mode (default: not with --quick).")
 flags.DEFINE_string(
     "contrib_python",
@@ -101,7 +109,7 @@ PAPER_EASGD = "easgd-10-alpha0.45"
 ACCURACY_CONFIGS = ((PAPER_EASGD, None), ("easgd-10", None), ("async", None), ("local", 1))
 QUICK_ACCURACY_CONFIGS = ((PAPER_EASGD, None), ("async", None), ("local", 1))
 #: Fresh processes the overhead section measures in, per world (blocks pooled).
-OVERHEAD_PROCESSES = 3
+OVERHEAD_PROCESSES = 2
 
 
 def main(argv):
@@ -111,7 +119,7 @@ def main(argv):
     out = pathlib.Path(FLAGS.out or (default_out if quick else ROOT / "benchmarks" / "results"))
     out.mkdir(parents=True, exist_ok=True)
     report_path = pathlib.Path(FLAGS.report) if FLAGS.report else out / "BENCHMARKS.md"
-    rounds = FLAGS.rounds or (1 if quick else 5)
+    rounds = FLAGS.rounds or (1 if quick else 3)
     with_tf2 = (not quick) if FLAGS.tf2 is None else FLAGS.tf2
     started = time.time()
     log_lines = []
@@ -151,6 +159,15 @@ def main(argv):
         )
     if "overhead" in sections:
         results["overhead"] = _overhead(quick, with_tf2, logs, log)
+    if "shaped" in sections:
+        results["shaped"] = shaped.shaped_section(
+            models.COMM_MLP.name,
+            FLAGS.workers,
+            quick,
+            rounds=FLAGS.rounds,
+            log_dir=logs,
+            log=log,
+        )
     results["load_after"] = os.getloadavg()
     results["duration_secs"] = duration = time.time() - started
     if saved is not None:
@@ -209,7 +226,7 @@ def _tf1_sections(results, sections, quick, rounds, netns_reason, logs, log):
             results["accuracy"] = time_to_accuracy(
                 cl,
                 QUICK_ACCURACY_CONFIGS if quick else ACCURACY_CONFIGS,
-                repeats=1 if quick else 3,
+                repeats=1 if quick else 2,
                 seconds=10.0 if quick else 25.0,
                 eval_every=0.5,
                 log=log,

@@ -104,11 +104,15 @@ class Worker:
         if self.built.easgd_optimizer is not None:
             transport = self.built.easgd_optimizer.choose_exchange_transport(self.session)
         sync = self.built.sync_optimizer
+        runners = self.built.graph.get_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS)
         if sync is not None and self.index == 0:
+            runners.append(sync.get_chief_queue_runner())
+        if runners:  # The chief's of `sync`, the exchange's of `easgd-P-overlap`.
             self.coordinator = tf.train.Coordinator()
-            self.threads = sync.get_chief_queue_runner().create_threads(
-                self.session, coord=self.coordinator, daemon=True, start=True
-            )
+            for runner in runners:
+                self.threads += runner.create_threads(
+                    self.session, coord=self.coordinator, daemon=True, start=True
+                )
         return {"build_secs": time.monotonic() - started, "transport": transport}
 
     def run(self, start_at, seconds):
@@ -121,7 +125,7 @@ class Worker:
             self.session.run(self.built.train_op, options=options)
             warm += 1
         end = start_at + seconds
-        steps = 0
+        steps, last = 0, start_at
         while True:
             try:
                 self.session.run(self.built.train_op, options=tail if is_sync else options)
@@ -129,10 +133,18 @@ class Worker:
                 if time.time() < end:
                     raise
                 break
-            if time.time() > end:
+            now = time.time()
+            if now > end:
                 break
-            steps += 1
-        return {"warm_steps": warm, "steps": steps, "steps_per_sec": steps / seconds}
+            steps, last = steps + 1, now
+        # `elapsed` ends at the last step counted: with steps of seconds (a slow link), the
+        # rate over it is exact where `steps_per_sec` rounds down to whole steps.
+        return {
+            "warm_steps": warm,
+            "steps": steps,
+            "steps_per_sec": steps / seconds,
+            "elapsed": last - start_at,
+        }
 
     def fingerprint(self):
         """Digests of the worker's parameters and batch, and its loss, before any step.
