@@ -54,8 +54,12 @@ def build(worker, config, num_workers, learning_rate, container):
     return built, accuracy
 
 
-def train(session, train_op, accuracy, start_at, seconds, eval_every):
+def train(session, train_op, accuracy, start_at, seconds, eval_every, step_options=None):
     """Trains from wall time `start_at` for `seconds`; evaluates when `accuracy` is given.
+
+    `step_options(end)`, if given, makes the RunOptions of a step in a window ending at wall
+    time `end`; a step that then exceeds its deadline after `end` ends the training (a
+    step of `sync` waits for the other workers, which may have stopped).
 
     Returns:
         A dict with the local steps taken and, when evaluating, the curve: a list of
@@ -72,6 +76,11 @@ def train(session, train_op, accuracy, start_at, seconds, eval_every):
             next_eval += eval_every
         if now >= end:
             break
-        session.run(train_op)
+        try:
+            session.run(train_op, options=step_options(end) if step_options else None)
+        except tf.errors.DeadlineExceededError:
+            if time.time() < end:
+                raise
+            break
         steps += 1
     return {"steps": steps, "curve": curve}

@@ -32,7 +32,7 @@ FLAGS = flags.FLAGS
 # A blocked session.run fails after this long instead of hanging the benchmark.
 OPERATION_TIMEOUT_MS = 60_000
 # A step of SyncReplicasOptimizer waits for the other workers; after the measured window
-# the others may have stopped, so such a step gives up after this long.
+# the others may have stopped, so such a step gives up this long after the window's end.
 SYNC_TAIL_TIMEOUT_MS = 3_000
 
 
@@ -119,7 +119,6 @@ class Worker:
         """Steps until wall time `start_at`, then counts the steps of the next `seconds`."""
         is_sync = self.built.sync_optimizer is not None
         options = tf.compat.v1.RunOptions(timeout_in_ms=OPERATION_TIMEOUT_MS)
-        tail = tf.compat.v1.RunOptions(timeout_in_ms=SYNC_TAIL_TIMEOUT_MS)
         warm = 0
         while time.time() < start_at or warm < 2:
             self.session.run(self.built.train_op, options=options)
@@ -128,7 +127,9 @@ class Worker:
         steps, last = 0, start_at
         while True:
             try:
-                self.session.run(self.built.train_op, options=tail if is_sync else options)
+                self.session.run(
+                    self.built.train_op, options=_sync_options(end) if is_sync else options
+                )
             except tf.errors.DeadlineExceededError:
                 if time.time() < end:
                     raise
@@ -174,6 +175,7 @@ class Worker:
             start_at,
             seconds,
             eval_every,
+            _sync_options if self.built.sync_optimizer is not None else None,
         )
 
     def overhead(self, model, blocks, block_secs):
@@ -198,6 +200,13 @@ class Worker:
         self.close()
         tf.compat.v1.Session.reset(self.server.target, containers)
         return {}
+
+
+def _sync_options(end):
+    """The RunOptions of a step of `sync` in a window ending at wall time `end`: the rest
+    of the window and SYNC_TAIL_TIMEOUT_MS more (a step on a slow link takes seconds)."""
+    remaining_ms = max(0.0, end - time.time()) * 1000
+    return tf.compat.v1.RunOptions(timeout_in_ms=int(remaining_ms) + SYNC_TAIL_TIMEOUT_MS)
 
 
 def serve(worker_class):
