@@ -317,4 +317,9 @@ Fitted on the runs of section 5 (least squares of log step times): k = {k:.2f} n
 e = {e:.2f}; the "model steps/s" columns above show the fit. Below, the same model with
 c = {compute:.1f} ms (one core of this machine per worker) for larger clusters: where a
 worker's steps/s falls below 0.9 x its speed alone, its algorithm has stopped scaling.
-The ps tasks are assumed to share the centre (and so the fan-in) evenly."""
+The ps tasks are assumed to share the centre (and so the fan-in) evenly. The fit is
+poorest where transfers run beside the compute (`easgd-10-overlap`): on these two shared
+cores the kernel's and TensorFlow's per-byte work then takes cycles from the workers'
+compute, where without overlap it fills a worker's idle wait; one k cannot tell the two
+apart, so on separate machines the overlap's prediction is the closer one, and here it is an
+upper bound."""

@@ -57,6 +57,18 @@ class InProcessCluster:
             share_cluster_devices_in_session=share_devices,
         )
 
+    def monitored_session(self, index, hook, share_devices=False):
+        """TensorFlow's `MonitoredTrainingSession` of worker `index` (the chief: 0) with
+        `hook`, no checkpoints or summaries (see `session_config`)."""
+        return tf.compat.v1.train.MonitoredTrainingSession(
+            master=self.target(index),
+            is_chief=index == 0,
+            hooks=[hook],
+            config=self.session_config(index, share_devices),
+            log_step_count_steps=None,
+            save_summaries_steps=None,
+        )
+
     def session(self, index, graph, share_devices=False):
         """A session of worker `index` on `graph` (see `session_config`)."""
         return tf.compat.v1.Session(

@@ -186,19 +186,9 @@ def test_hook_in_monitored_training_session(world, cluster, container, share_dev
         reads = [w.read_value(), getter.find(w).global_center.read_value(), step.read_value()]
         return reads, train_op, hook
 
-    def session(index, hook):
-        return tf.compat.v1.train.MonitoredTrainingSession(
-            master=cluster.target(index),
-            is_chief=index == 0,
-            hooks=[hook],
-            config=cluster.session_config(index, share_devices),
-            log_step_count_steps=None,
-            save_summaries_steps=None,
-        )
-
     with tf.Graph().as_default():
         reads, train_op, hook = build(0)
-        with session(0, hook) as sess:
+        with cluster.monitored_session(0, hook, share_devices) as sess:
             assert hook.exchange_transport == transport
             for _ in range(4):
                 sess.run(train_op)
@@ -207,6 +197,6 @@ def test_hook_in_monitored_training_session(world, cluster, container, share_dev
     assert np.all(chief_centre < 1.0)
     with tf.Graph().as_default():
         reads, _, hook = build(1)
-        with session(1, hook) as sess:
+        with cluster.monitored_session(1, hook, share_devices) as sess:
             assert hook.exchange_transport == transport
             np.testing.assert_array_equal(sess.run(reads[0]), chief_centre)

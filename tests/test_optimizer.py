@@ -6,6 +6,7 @@ No server here: one worker whose devices are all local, so the numbers are exact
 import numpy as np
 import pytest
 import tensorflow as tf
+from quadratic import build_quadratic
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 
@@ -22,22 +23,6 @@ def _initialize(session):
 
 def _read(variable):
     return variable.read_value()
-
-
-def _build_quadratic(getter, w0, **optimizer_kwargs):
-    """Builds loss 0.5 * w^2 (gradient w) under `getter`; returns (w, opt, train_op, step)."""
-    with tf.compat.v1.variable_scope("", custom_getter=getter):
-        w = tf.compat.v1.get_variable("w", initializer=tf.constant(w0))
-        global_step = tf.compat.v1.train.get_or_create_global_step()
-    opt = ElasticAverageOptimizer(
-        tf.compat.v1.train.GradientDescentOptimizer(0.5),
-        num_worker=1,
-        ea_custom_getter=getter,
-        rho=0.0,
-        **optimizer_kwargs,
-    )
-    train_op = opt.minimize(0.5 * tf.reduce_sum(tf.square(w)), global_step=global_step)
-    return w, opt, train_op, global_step
 
 
 @pytest.mark.parametrize(
@@ -67,7 +52,7 @@ def _build_quadratic(getter, w0, **optimizer_kwargs):
 def test_one_worker_trajectory(world, period, expected):
     getter = ElasticAverageCustomGetter("")
     with tf.Graph().as_default():
-        w, opt, train_op, global_step = _build_quadratic(
+        w, opt, train_op, global_step = build_quadratic(
             getter, 8.0, communication_period=period, moving_rate=0.5
         )
         entry = getter.find(w)

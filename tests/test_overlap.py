@@ -12,26 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from clusters import worker_scope
+from quadratic import build_quadratic
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 
 DEADLINE_SECS = 30
-
-
-def _build(getter, w0, **optimizer_kwargs):
-    """Loss 0.5 * w^2 (gradient w) under `getter`; returns (w, opt, train_op, global_step)."""
-    with tf.compat.v1.variable_scope("", custom_getter=getter):
-        w = tf.compat.v1.get_variable("w", initializer=tf.constant(w0))
-        global_step = tf.compat.v1.train.get_or_create_global_step()
-    opt = ElasticAverageOptimizer(
-        tf.compat.v1.train.GradientDescentOptimizer(0.5),
-        num_worker=1,
-        ea_custom_getter=getter,
-        rho=0.0,
-        **optimizer_kwargs,
-    )
-    train_op = opt.minimize(0.5 * tf.reduce_sum(tf.square(w)), global_step=global_step)
-    return w, opt, train_op, global_step
 
 
 def _wait_for_exchanges(session, global_step, count):
@@ -66,7 +51,7 @@ def test_moves_land_one_period_later(world):
     ]
     getter = ElasticAverageCustomGetter("")
     with tf.Graph().as_default():
-        w, opt, train_op, global_step = _build(
+        w, opt, train_op, global_step = build_quadratic(
             getter, 8.0, communication_period=3, moving_rate=0.5, overlap=True
         )
         entry = getter.find(w)
@@ -99,7 +84,7 @@ def test_finish_op_lands_the_exchange_in_flight(world):
     # in flight: a second run changes nothing, and step 4 halves w (4.5 -> 2.25).
     getter = ElasticAverageCustomGetter("")
     with tf.Graph().as_default():
-        w, opt, train_op, global_step = _build(
+        w, opt, train_op, global_step = build_quadratic(
             getter, 8.0, communication_period=3, moving_rate=0.5, overlap=True
         )
         finish = opt.get_finish_op()
@@ -126,7 +111,7 @@ def test_finish_op_lands_the_exchange_in_flight(world):
 def test_default_builds_no_queue_and_no_runner(world):
     getter = ElasticAverageCustomGetter("")
     with tf.Graph().as_default() as graph:
-        _build(getter, 1.0, communication_period=2)
+        build_quadratic(getter, 1.0, communication_period=2)
         assert not graph.get_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS)
         assert not [op for op in graph.get_operations() if "Queue" in op.type]
 
@@ -134,7 +119,7 @@ def test_default_builds_no_queue_and_no_runner(world):
 def test_overlap_registers_one_queue_runner(world):
     getter = ElasticAverageCustomGetter("")
     with tf.Graph().as_default() as graph:
-        _build(getter, 1.0, communication_period=2, overlap=True)
+        build_quadratic(getter, 1.0, communication_period=2, overlap=True)
         (runner,) = graph.get_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS)
         assert len(runner.enqueue_ops) == 1
 
@@ -169,19 +154,9 @@ def test_monitored_sessions_run_the_exchange_and_stop_it(world, cluster, contain
         reads = [w.read_value(), getter.find(w).global_center.read_value(), step.read_value()]
         return reads, train_op, hook
 
-    def session(index, hook):
-        return tf.compat.v1.train.MonitoredTrainingSession(
-            master=cluster.target(index),
-            is_chief=index == 0,
-            hooks=[hook],
-            config=cluster.session_config(index),
-            log_step_count_steps=None,
-            save_summaries_steps=None,
-        )
-
     with tf.Graph().as_default():
         reads, train_op, hook = build(0)
-        with session(0, hook) as sess:
+        with cluster.monitored_session(0, hook) as sess:
             assert hook.exchange_transport == "none"  # Plain ops in the runner's own run.
             for _ in range(6):
                 sess.run(train_op)
@@ -203,5 +178,5 @@ def test_monitored_sessions_run_the_exchange_and_stop_it(world, cluster, contain
     np.testing.assert_allclose(centre, [0.711136] * 3, rtol=1e-5)
     with tf.Graph().as_default():
         reads, _, hook = build(1)
-        with session(1, hook) as sess:
+        with cluster.monitored_session(1, hook) as sess:
             np.testing.assert_array_equal(sess.run(reads[0]), centre)
