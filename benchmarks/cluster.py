@@ -39,11 +39,6 @@ class BenchError(RuntimeError):
     """A benchmark process failed, answered with an error, or did not answer in time."""
 
 
-def netns_unavailable_reason(rate=None):
-    """Why a private network namespace (with links of `rate`) cannot be made here, or None."""
-    return network.unavailable_reason(rate)
-
-
 class _Process:
     """One child process and a thread that queues its answer lines."""
 

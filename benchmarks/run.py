@@ -37,7 +37,7 @@ from absl import app, flags
 
 from benchmarks import report, shaped
 from benchmarks import specs as models
-from benchmarks.cluster import BenchCluster, netns_unavailable_reason
+from benchmarks.cluster import BenchCluster
 from benchmarks.contrib_section import CONTRIB_ROUNDS, contrib_section
 from benchmarks.provenance import ROOT, machine, source_revision
 from benchmarks.sections import (
@@ -47,6 +47,7 @@ from benchmarks.sections import (
     time_to_accuracy,
     wire_bytes,
 )
+from tf_contrib_easgd.trainer import network
 
 flags.DEFINE_bool("quick", False, "Smoke run: fewer configurations, rounds and seconds.")
 flags.DEFINE_string(
@@ -132,7 +133,7 @@ def main(argv):
     sections = set(FLAGS.sections)
     if FLAGS.merge and sections != {"contrib"}:
         raise app.UsageError("--merge takes --sections=contrib only")
-    netns_reason = netns_unavailable_reason()
+    netns_reason = network.unavailable_reason()
     results = _results_skeleton(quick, netns_reason)
     log(f"load average {results['load_before']}; netns: {netns_reason or 'yes'}")
     saved = None

@@ -17,23 +17,31 @@ ACCURACY_LEARNING_RATE = 0.05
 CALL_TIMEOUT_SECS = 300.0
 
 
-def throughput(cluster, model, configs, rounds, seconds, warm_secs, log):
+def throughput(cluster, model, configs, rounds, seconds, warm_secs, log, measure=None):
     """Steps/s per worker of each configuration, interleaved: round r runs every
     configuration once, in forward order on even rounds and backward on odd ones.
 
+    Args:
+        measure: measures one window, `(cluster, workers, seconds, warm_secs)` ->
+            `(a dict with "per_worker", the rest of its log line)`; by default
+            `timed_window`'s rates alone.
+
     Returns:
-        {config: [{"round", "per_worker": [steps/s of each worker]}]}.
+        {config: [{"round", "per_worker": [steps/s of each worker], ...what `measure`
+        adds}]}.
     """
+    measure = measure or _rates_only
     workers = list(range(cluster.num_workers))
     results = {config: [] for config in configs}
     for round_index in range(rounds):
         order = configs if round_index % 2 == 0 else tuple(reversed(configs))
         for config in order:
             container = build_config(cluster, config, model, workers)
-            rates = timed_window(cluster, workers, seconds, warm_secs)
+            measured, note = measure(cluster, workers, seconds, warm_secs)
             release(cluster, workers, container)
-            results[config].append({"round": round_index, "per_worker": rates})
-            log(f"  {model} {config:>15} round {round_index}: {format_rates(rates)} steps/s")
+            results[config].append({"round": round_index, **measured})
+            rates = format_rates(measured["per_worker"])
+            log(f"  {model} {config:>15} round {round_index}: {rates} steps/s{note}")
     return results
 
 
@@ -43,6 +51,10 @@ def timed_window(cluster, workers, seconds, warm_secs):
         workers, "run", CALL_TIMEOUT_SECS, start_at=wall_time_in(warm_secs), seconds=seconds
     )
     return [answer["steps_per_sec"] for answer in answers]
+
+
+def _rates_only(cluster, workers, seconds, warm_secs):
+    return {"per_worker": timed_window(cluster, workers, seconds, warm_secs)}, ""
 
 
 def wire_bytes(cluster, model, configs, steps, warm_steps, log):

@@ -11,7 +11,8 @@ import threading
 import time
 
 from benchmarks import sections
-from benchmarks.cluster import BenchCluster, netns_unavailable_reason, wall_time_in
+from benchmarks.cluster import BenchCluster, wall_time_in
+from tf_contrib_easgd.trainer import network
 
 CONFIGS = (
     "local",
@@ -55,7 +56,7 @@ def shaped_section(model, workers, quick, rounds, log_dir, log):
         `{"skipped": why}` where no shaped network can be made here; else `{"rates": {rate:
         {"throughput": ..., "accuracy": ... (first rate only)}}, "workers": W}`.
     """
-    reason = netns_unavailable_reason(rate="1gbit")
+    reason = network.unavailable_reason(rate="1gbit")
     if reason is not None:
         log(f"shaped network: SKIPPED, {reason}")
         return {"skipped": reason}
@@ -66,7 +67,7 @@ def shaped_section(model, workers, quick, rounds, log_dir, log):
         with BenchCluster(1, workers, "tf1", log_dir / f"shaped-{rate}", rate=rate) as cluster:
             log(f"shaped network {rate}: 1 ps + {workers} workers, a host each")
             measured = {
-                "throughput": throughput(
+                "throughput": sections.throughput(
                     cluster,
                     model,
                     QUICK_CONFIGS if quick else CONFIGS,
@@ -74,6 +75,7 @@ def shaped_section(model, workers, quick, rounds, log_dir, log):
                     seconds,
                     warm_secs,
                     log,
+                    measure=window_with_bytes,
                 )
             }
             if index == 0:
@@ -90,34 +92,9 @@ def shaped_section(model, workers, quick, rounds, log_dir, log):
     return results
 
 
-def throughput(cluster, model, configs, rounds, seconds, warm_secs, log):
-    """Steps/s per worker and bytes on the ps's link of each configuration, interleaved
-    (forward order on even rounds, backward on odd ones).
-
-    Returns:
-        {config: [{"round", "per_worker": [steps/s], "steps": [steps in the window],
-        "ps_bytes": bytes sent plus received by the ps over the window}]}.
-    """
-    workers = list(range(cluster.num_workers))
-    results = {config: [] for config in configs}
-    for round_index in range(rounds):
-        order = configs if round_index % 2 == 0 else tuple(reversed(configs))
-        for config in order:
-            container = sections.build_config(cluster, config, model, workers)
-            measured = window_with_bytes(cluster, workers, seconds, warm_secs)
-            sections.release(cluster, workers, container)
-            results[config].append({"round": round_index, **measured})
-            mb = link_bytes_per_step(measured) / 1e6
-            log(
-                f"  {config:>16} round {round_index}: "
-                f"{sections.format_rates(measured['per_worker'])} steps/s, "
-                f"{mb:.2f} MB per local step on the ps's link"
-            )
-    return results
-
-
 def window_with_bytes(cluster, workers, seconds, warm_secs):
-    """Runs a window of `seconds` on `workers`, counting the bytes of the ps's link in it.
+    """Runs a window of `seconds` on `workers`, counting the bytes of the ps's link in it
+    (a `measure` of `sections.throughput`).
 
     A worker's rate is its steps over the time from the window's start to the end of its
     last step in the window: exact also where a step takes seconds.
@@ -141,12 +118,16 @@ def window_with_bytes(cluster, workers, seconds, warm_secs):
     runner.join(sections.CALL_TIMEOUT_SECS)
     if runner.is_alive() or len(answers) != len(workers):
         raise RuntimeError("the workers did not answer after their window")
-    return {
+    measured = {
         "per_worker": [a["steps"] / a["elapsed"] if a["elapsed"] > 0 else 0.0 for a in answers],
         "steps": [a["steps"] for a in answers],
         "ps_bytes": after - before,
         "seconds": seconds,
     }
+    return (
+        measured,
+        f", {link_bytes_per_step(measured) / 1e6:.2f} MB per local step on the ps's link",
+    )
 
 
 def link_bytes_per_step(measured):

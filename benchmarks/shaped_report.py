@@ -17,6 +17,7 @@ from benchmarks.tables import (
     summarize_throughput,
     theory_bytes,
 )
+from tf_contrib_easgd.trainer.network import rate_bits_per_sec
 
 #: The larger clusters the cost model predicts: link rates (bits/s), ps tasks, workers.
 PREDICTED_RATES = (10e9, 25e9)
@@ -25,18 +26,9 @@ PREDICTED_WORKERS = (8, 64, 256)
 PREDICTED_CONFIGS = ("async", "sync", "easgd-10", "easgd-64", "easgd-10-overlap")
 
 
-def rate_bits(rate):
-    """Bits per second of a `tc` rate name such as "1gbit"."""
-    units = {"gbit": 1e9, "mbit": 1e6, "kbit": 1e3}
-    for unit, scale in units.items():
-        if rate.endswith(unit):
-            return float(rate[: -len(unit)]) * scale
-    raise ValueError(f"unknown rate {rate!r}")
-
-
 def rate_text(rate):
     """ "1gbit" -> "1 Gbit/s"."""
-    bits = rate_bits(rate)
+    bits = rate_bits_per_sec(rate)
     return f"{bits / 1e9:g} Gbit/s" if bits >= 1e9 else f"{bits / 1e6:g} Mbit/s"
 
 
@@ -46,7 +38,7 @@ def _measurements(shaped_results, model_bytes):
     for rate, measured in shaped_results["rates"].items():
         summary = summarize_throughput(measured["throughput"])
         compute = 1.0 / summary["local"][0]
-        network = cost_model.Network(rate_bits(rate), shaped_results["workers"])
+        network = cost_model.Network(rate_bits_per_sec(rate), shaped_results["workers"])
         rows += [
             (config, compute, network, 1.0 / median)
             for config, (median, _, _) in summary.items()
@@ -107,7 +99,7 @@ def _seconds(value):
     return "not reached" if value is None else f"{value:.1f} s"
 
 
-def throughput_table(by_config, params, workers, fit, network):
+def throughput_table(by_config, params, fit, network):
     """Steps/s, bytes on the ps's link and the model's prediction, one row per config."""
     summary = summarize_throughput(by_config)
     local = summary["local"][0]
@@ -129,7 +121,6 @@ def throughput_table(by_config, params, workers, fit, network):
             f"{median / asynchronous:.2f} | {per_round:.2f} | {link:.2f} | "
             f"{theory / 1e6:.2f} | {predicted:.2f} |"
         )
-    del workers  # The same W for every row; said above the table.
     return "\n".join(lines)
 
 
@@ -171,12 +162,12 @@ def render(results, plots):
     out += [_STATIC_SHAPED.format(workers=workers), ""]
     for rate, measured in shaped_results["rates"].items():
         rounds = len(next(iter(measured["throughput"].values())))
-        network = cost_model.Network(rate_bits(rate), workers)
+        network = cost_model.Network(rate_bits_per_sec(rate), workers)
         out += [
             f"**{rate_text(rate)} per task**, {model} ({params:,} parameters, "
             f"{4 * params / 1e6:.1f} MB), 1 ps + {workers} workers, {rounds} interleaved rounds:",
             "",
-            throughput_table(measured["throughput"], params, workers, fit, network),
+            throughput_table(measured["throughput"], params, fit, network),
             "",
         ]
     if "shaped_throughput" in plots:
@@ -234,7 +225,7 @@ def plot_throughput(results, path):
     figure, axis = plt.subplots(figsize=(7.5, 4.6))
     for index, config in enumerate(summaries[rates[0]]):
         color = plt.cm.tab10(index % 10)
-        xs = [rate_bits(r) for r in rates if config in summaries[r]]
+        xs = [rate_bits_per_sec(r) for r in rates if config in summaries[r]]
         ys = [summaries[r][config][0] for r in rates if config in summaries[r]]
         axis.plot(xs, ys, "o", color=color, label=config)
         model = [

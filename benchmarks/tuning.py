@@ -46,7 +46,7 @@ from benchmarks import (
     tuning_report,
 )
 from benchmarks import specs as models
-from benchmarks.cluster import BenchCluster, netns_unavailable_reason, wall_time_in
+from benchmarks.cluster import BenchCluster, wall_time_in
 from benchmarks.provenance import ROOT, machine, source_revision
 from benchmarks.sections import (
     ACCURACY_LEARNING_RATE,
@@ -55,6 +55,7 @@ from benchmarks.sections import (
     build_config,
     release,
 )
+from tf_contrib_easgd.trainer import network
 
 flags.DEFINE_integer("repeats", None, "Repeats of the grid (default: 3, or 1 with --quick).")
 flags.DEFINE_float(
@@ -197,7 +198,7 @@ def main(argv):
         print(line, flush=True)
         log_lines.append(line)
 
-    netns_reason = netns_unavailable_reason()
+    netns_reason = network.unavailable_reason()
     configs = grid(FLAGS.workers, quick)
     results = {
         "command": " ".join(
