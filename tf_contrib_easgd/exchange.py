@@ -45,7 +45,7 @@ class ElasticExchange:
 
     Each variable's exchange through a call has two halves, built by `_move_centre` (on the
     task) and `_move_worker` (on the worker); both move by the same
-    d = alpha * (value - centre) (`_elastic_difference`). A subclass may override the two
+    d = alpha * (value - centre) (`elastic_difference`). A subclass may override the two
     halves (the benchmarks' copy-only exchange does).
     """
 
@@ -161,7 +161,7 @@ class ElasticExchange:
             centre = tf.identity(entry.global_center.read_value())
             refresh = tf.compat.v1.assign(entry.local_center, centre, use_locking=self._use_locking)
             with tf.control_dependencies([refresh]):
-                delta = self._elastic_difference(entry.worker.read_value(), centre)
+                delta = elastic_difference(self._moving_rate, entry.worker.read_value(), centre)
             move_worker = tf.compat.v1.assign_sub(
                 entry.worker, delta, use_locking=self._use_locking
             )
@@ -306,7 +306,7 @@ class ElasticExchange:
                 with tf.compat.v1.device(centre_device):
                     centre = global_centre.read(copy=True)
                 with tf.compat.v1.device(self._worker_device):
-                    delta = self._elastic_difference(worker.read(), centre)
+                    delta = elastic_difference(self._moving_rate, worker.read(), centre)
                     moved += self._update_worker(worker, local_centre, centre, delta)
                 with tf.compat.v1.device(centre_device):
                     moved.append(global_centre.assign_add(delta, use_locking))
@@ -329,12 +329,6 @@ class ElasticExchange:
 
     # The arithmetic of one variable's exchange.
 
-    def _elastic_difference(self, value, centre):
-        """Builds d = alpha * (value - centre): every move of an exchange builds it here, so
-        that the worker and the centre move by the same float operations on the same
-        inputs."""
-        return tf.cast(self._moving_rate, centre.dtype) * (value - centre)
-
     def _move_centre(self, centre_address, value, centre):
         """Builds the task's half of the exchange of one variable in a function being traced:
         moves the centre by d = alpha * (value - centre); returns the update op.
@@ -344,7 +338,9 @@ class ElasticExchange:
             value: the worker's value that the exchange sent.
             centre: the centre as the exchange read it.
         """
-        return centre_address.assign_add(self._elastic_difference(value, centre), self._use_locking)
+        return centre_address.assign_add(
+            elastic_difference(self._moving_rate, value, centre), self._use_locking
+        )
 
     def _move_worker(self, worker, local_centre, value, centre):
         """Builds the worker's half of the exchange of one variable in a function being
@@ -361,7 +357,7 @@ class ElasticExchange:
         Returns:
             The update ops.
         """
-        delta = self._elastic_difference(value, centre)
+        delta = elastic_difference(self._moving_rate, value, centre)
         return self._update_worker(worker, local_centre, centre, delta)
 
     def _update_worker(self, worker, local_centre, centre, delta):
@@ -371,6 +367,13 @@ class ElasticExchange:
             local_centre.assign(centre, self._use_locking),
             worker.assign_sub(delta, self._use_locking),
         ]
+
+
+def elastic_difference(moving_rate, value, centre):
+    """Builds d = alpha * (value - centre): every move of an exchange, overlapped or not,
+    builds it here, so that the worker and the centre move by the same float operations on
+    the same inputs."""
+    return tf.cast(moving_rate, centre.dtype) * (value - centre)
 
 
 def _call_name(target):

@@ -8,6 +8,7 @@ and queues the move for the worker. docs/DESIGN.md ("The overlapped exchange").
 
 import tensorflow as tf
 
+from tf_contrib_easgd.exchange import elastic_difference
 from tf_contrib_easgd.gating import run_if
 
 QUEUE_NAME = "overlapped_exchange"
@@ -76,7 +77,7 @@ class OverlappedExchange:
         """Builds the exchange step in the current context; returns a bool tensor, True when
         done."""
         with tf.compat.v1.device(self._worker_device):
-            landed = run_if(self._in_flight.read_value(), self._land, name="land")
+            landed = self._land_if_in_flight()
             with tf.control_dependencies([landed]):
                 copies = [_read_copy(entry.worker) for entry in self._centered]
                 sent = self._copies.enqueue(copies)
@@ -88,9 +89,14 @@ class OverlappedExchange:
     def finish(self):
         """Builds the op that waits for the exchange in flight, if any, and lands its move."""
         with tf.compat.v1.device(self._worker_device), tf.name_scope(f"{QUEUE_NAME}_finish"):
-            landed = run_if(self._in_flight.read_value(), self._land, name="land")
+            landed = self._land_if_in_flight()
             with tf.control_dependencies([landed]):
                 return tf.compat.v1.assign(self._in_flight, False, use_locking=self._use_locking).op
+
+    def _land_if_in_flight(self):
+        """Builds the landing of the reply in flight, skipped when nothing is in flight;
+        returns a bool tensor ready on every run."""
+        return run_if(self._in_flight.read_value(), self._land, name="land")
 
     def _land(self):
         """Builds the landing of the reply in flight: x <- x - d, local centre <- centre."""
@@ -123,12 +129,12 @@ class OverlappedExchange:
                 moves.append(
                     tf.compat.v1.assign_add(
                         entry.global_center,
-                        self._elastic_difference(copy, centre),
+                        elastic_difference(self._moving_rate, copy, centre),
                         use_locking=self._use_locking,
                     )
                 )
             with tf.compat.v1.device(self._worker_device):
-                deltas.append(self._elastic_difference(copy, centre))
+                deltas.append(elastic_difference(self._moving_rate, copy, centre))
                 centres.append(tf.identity(centre))
         if self._global_step is not None:
             with (
@@ -140,10 +146,6 @@ class OverlappedExchange:
                 )
         with tf.control_dependencies(moves), tf.compat.v1.device(self._worker_device):
             return [tf.identity(tensor) for tensor in deltas + centres]
-
-    def _elastic_difference(self, value, centre):
-        """d = alpha * (value - centre), the same operations wherever it is built."""
-        return tf.cast(self._moving_rate, centre.dtype) * (value - centre)
 
 
 def _read_copy(variable):
