@@ -20,3 +20,11 @@ def build_quadratic(getter, w0, **optimizer_kwargs):
     )
     train_op = opt.minimize(0.5 * tf.reduce_sum(tf.square(w)), global_step=global_step)
     return w, opt, train_op, global_step
+
+
+def trajectory_row(getter, w, opt, global_step):
+    """The reads of one row of a worked trajectory: (w, local centre, global centre,
+    local_step, global_step)."""
+    entry = getter.find(w)
+    variables = (w, entry.local_center, entry.global_center, opt.local_step, global_step)
+    return [variable.read_value() for variable in variables]

@@ -6,7 +6,7 @@ No server here: one worker whose devices are all local, so the numbers are exact
 import numpy as np
 import pytest
 import tensorflow as tf
-from quadratic import build_quadratic
+from quadratic import build_quadratic, trajectory_row
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 
@@ -55,14 +55,7 @@ def test_one_worker_trajectory(world, period, expected):
         w, opt, train_op, global_step = build_quadratic(
             getter, 8.0, communication_period=period, moving_rate=0.5
         )
-        entry = getter.find(w)
-        fetch = [
-            _read(w),
-            _read(entry.local_center),
-            _read(entry.global_center),
-            _read(opt.local_step),
-            _read(global_step),
-        ]
+        fetch = trajectory_row(getter, w, opt, global_step)
         with tf.compat.v1.Session() as session:
             _initialize(session)
             session.run(opt.get_init_op(0))

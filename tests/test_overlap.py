@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from clusters import worker_scope
-from quadratic import build_quadratic
+from quadratic import build_quadratic, trajectory_row
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 
@@ -54,14 +54,7 @@ def test_moves_land_one_period_later(world):
         w, opt, train_op, global_step = build_quadratic(
             getter, 8.0, communication_period=3, moving_rate=0.5, overlap=True
         )
-        entry = getter.find(w)
-        fetch = [
-            w.read_value(),
-            entry.local_center.read_value(),
-            entry.global_center.read_value(),
-            opt.local_step.read_value(),
-            global_step.read_value(),
-        ]
+        fetch = trajectory_row(getter, w, opt, global_step)
         coordinator = tf.train.Coordinator()
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
@@ -160,14 +153,12 @@ def test_monitored_sessions_run_the_exchange_and_stop_it(world, cluster, contain
             assert hook.exchange_transport == "none"  # Plain ops in the runner's own run.
             for _ in range(6):
                 sess.run(train_op)
-            deadline = time.monotonic() + DEADLINE_SECS
-            while sess.run(reads[2]) < 3:
-                assert time.monotonic() < deadline, "the third exchange did not happen"
-                time.sleep(0.005)
+            _wait_for_exchanges(sess, reads[2], 3)
             w, centre, steps = sess.run(reads)
-        closed = time.monotonic()
-    # Closing stopped the runner at once (it waits for the next copy).
-    assert time.monotonic() - closed < 5
+            closing = time.monotonic()
+    # Closing (the hook's end(), then the runner's stop: it waits for the next copy) is
+    # prompt.
+    assert time.monotonic() - closing < 5
     assert steps == 3
     # The hook's end() landed the third move: w = 0.422344 + 0.096264 (not read here).
     # w: 1 -> 0.8 -> 0.64 (sent: c = 1 + 0.25 * (0.64 - 1) = 0.91, d = -0.09)
