@@ -82,7 +82,8 @@ test-contrib: $(STAMP)
 bazel-test: $(STAMP)
 	bazel test //... --python_path=$(abspath $(PY))
 
-# The README's first command: easgd-train with its defaults (1 ps + 2 workers on this machine).
+# The README's first command: easgd-train with its defaults (1 ps + 2 workers on this machine,
+# in a private network namespace where the machine allows one: README.md, "Security").
 demo: $(STAMP)
 	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/easgd-train
 

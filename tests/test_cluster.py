@@ -161,6 +161,14 @@ def test_tf_config_without_chief_keeps_worker_indices():
         (_tf_config({"type": "worker", "index": 1}, worker=[W0], ps=[PS]),
          r"TF_CONFIG task.index=1: cluster.worker has 1 task\(s\)"),
         (_tf_config({"type": "ps", "index": -1}, worker=[W0], ps=[PS]), "task.index=-1"),
+        (_tf_config({"type": "worker", "index": 3}, chief=[W0], worker=[W1, W2], ps=[PS]),
+         r"TF_CONFIG task.index=3: cluster.worker has 2 task\(s\), so the index must be in "
+         r"\[0, 2\)"),
+        (_tf_config({"type": "chief", "index": 0}, worker=[W0, W1], ps=[PS]),
+         r"TF_CONFIG task.type='chief': the cluster has no 'chief' task \(cluster.chief is "
+         r"missing or empty; it has \['ps', 'worker'\]\)"),
+        (_tf_config({"type": "worker", "index": 0}, chief=[W0], worker=[], ps=[PS]),
+         "TF_CONFIG task.type='worker': the cluster has no 'worker' task"),
     ],
 )  # fmt: skip
 def test_tf_config_errors_name_the_part_and_the_value(text, message):

@@ -239,6 +239,40 @@ def test_a_restarted_chief_keeps_the_centre_the_ps_holds(tmp_path):
     assert summary["test_accuracy"] > MIN_ACCURACY
 
 
+FROZEN_SECS = 15  # Longer than any retry or keepalive of gRPC: the workers just wait.
+
+
+def test_a_frozen_ps_holds_the_workers_until_it_runs_again(tmp_path):
+    # SIGSTOP keeps the ps's sockets open: the kernel takes the workers' bytes, but nothing
+    # answers. Each worker waits in its next exchange (docs/RELIABILITY.md, "Partitions").
+    with Job(tmp_path) as job:
+        job.start()
+        job.wait_for_step("worker 1", 200)
+        job.wait_for_step("worker 0", 200)
+        ps = job.child("ps 0")
+        ps.signal(signal.SIGSTOP)
+        frozen = time.time()
+        try:
+            time.sleep(FROZEN_SECS)
+        finally:
+            ps.signal(signal.SIGCONT)
+        resumed = time.time()
+        summary = job.finish()
+    for name in ("worker 0", "worker 1"):
+        # No report while the ps was frozen: each reads global_step there. (A report may
+        # be written up to 0.5 s after the SIGSTOP.)
+        progress = job.of(name, "progress")
+        assert not [e for e in progress if frozen + 0.5 < e["time"] < resumed]
+        assert min(e["time"] for e in progress if e["time"] >= resumed) < resumed + 60
+    # The ps kept the centre: the chief never restored it, and no exchange was lost or
+    # counted twice unless a worker started a new session after the pause (one each).
+    assert all(e["restored_from"] is None for e in job.of("worker 0", "started"))
+    recoveries = len(job.of("worker 0", "recovering")) + len(job.of("worker 1", "recovering"))
+    assert abs(summary["exchanges"] - 2 * STEPS // PERIOD) <= recoveries
+    assert summary["local_steps"] == {"0": STEPS, "1": STEPS}
+    assert summary["test_accuracy"] > MIN_ACCURACY
+
+
 def test_a_late_worker_joins_the_running_job(tmp_path):
     with Job(tmp_path) as job:
         job.start("ps 0", "worker 0")

@@ -1,16 +1,20 @@
-"""Tests of tf_contrib_easgd.trainer.launcher with small Python children (no TensorFlow in them)."""
+"""Tests of tf_contrib_easgd.trainer.launcher, and of the exit code local mode makes of a
+failed task (trainer.local), with small Python children (no TensorFlow in them)."""
 
 import contextlib
+import io
 import os
 import signal
 import sys
 import textwrap
 import time
+import types
 
 import pytest
 from processes import process_alive, wait_for_exit
 
-from tf_contrib_easgd.trainer import launcher
+from tf_contrib_easgd.trainer import launcher, local, progress
+from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_USAGE
 from tf_contrib_easgd.trainer.launcher import LocalCluster, TaskSpec
 
 LAUNCHER_PY = os.path.join(os.path.dirname(launcher.__file__), "launcher.py")
@@ -298,3 +302,30 @@ def test_drop_rejects_a_running_or_unknown_task():
             cluster.drop("ps 0")
         with pytest.raises(ValueError, match=r"name must be the name of a task, got 'ps 9'"):
             cluster.drop("ps 9")
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(
+    ("code", "job_code"), [(EXIT_USAGE, EXIT_USAGE), (EXIT_FAILED, EXIT_FAILED), (3, EXIT_FAILED)]
+)
+def test_local_mode_exits_2_when_a_task_does_and_1_on_any_other_failure(tmp_path, code, job_code):
+    # The chief exits with `code` (2: e.g. it found no checkpoint in --model_dir that
+    # restores); a ps serves until it is stopped. The job's code: 2 for 2, else 1.
+    chief = (
+        f"import sys; print('easgd-train: worker 0: error: bad', file=sys.stderr); sys.exit({code})"
+    )
+    tasks = [
+        TaskSpec("ps", 0, _python(SERVE), finishes=False),
+        TaskSpec("worker", 0, _python(chief)),
+    ]
+    plan = types.SimpleNamespace(
+        config=types.SimpleNamespace(model_dir=str(tmp_path), timeout_secs=60), max_restarts=0
+    )
+    stream = io.StringIO()
+    display = progress.Display(1, 10, stream, bar=False)
+    assert local._supervise(plan, tasks, display, stream) == job_code
+    assert stream.getvalue().endswith(
+        f"easgd-train: error: worker 0 exited with code {code}; every other task was stopped. "
+        f"Its last lines:\n  | easgd-train: worker 0: error: bad\n"
+        f"Whole output: {tmp_path}/logs/worker_0.log\n"
+    )

@@ -55,7 +55,7 @@ def network():
         assert not left and net.prefix not in listed, f"namespaces left behind: {listed}"
 
 
-def _task(network, tmp_path, job, index, host):
+def _task(network, tmp_path, job, index, host, timeout_secs=TIMEOUT_SECS):
     """The `TaskSpec` of one task, run in the namespace of `host`."""
     argv = (
         "ip", "netns", "exec", network.namespace(host),
@@ -65,7 +65,7 @@ def _task(network, tmp_path, job, index, host):
         f"--worker_hosts={network.address('w0')}:{PORT},{network.address('w1')}:{PORT}",
         f"--steps={STEPS}", f"--communication_period={PERIOD}",
         f"--log_every_steps={LOG_EVERY_STEPS}", f"--model_dir={tmp_path / 'model'}",
-        "--progress_format=json", f"--timeout_secs={TIMEOUT_SECS}",
+        "--progress_format=json", f"--timeout_secs={timeout_secs}",
     )  # fmt: skip
     return launcher.TaskSpec(job, index, argv, finishes=job == "worker")
 
@@ -268,3 +268,61 @@ def _check_traffic_and_accuracy(summary, rx_bytes):
     # asynchronous run, far above chance (0.1) and the untrained centre.
     assert summary["test_examples"] == 355
     assert summary["test_accuracy"] > 0.85
+
+
+# The cut of the test below: long enough for any retry or keepalive of gRPC to give up
+# (it waits; see docs/RELIABILITY.md, "Partitions"), short enough for the chief's wait.
+CUT_SECS = 15
+RESTORED_TIMEOUT_SECS = 120  # Of the tasks: the chief waits this long for worker 1.
+
+
+@pytest.mark.e2e
+def test_a_worker_cut_off_for_a_while_goes_on_when_its_link_is_back(network, tmp_path):
+    events = _Events()
+    of = events.of
+    options = {"env": child_env(), "log_dir": str(tmp_path / "logs"), "on_line": events.on_line}
+    tasks = [
+        _task(network, tmp_path, job, index, host, RESTORED_TIMEOUT_SECS)
+        for job, index, host in (("ps", 0, "ps0"), ("worker", 0, "w0"), ("worker", 1, "w1"))
+    ]
+    with launcher.LocalCluster(tasks, **options) as job:
+        job.start()
+        _wait_for(
+            lambda: of("progress", "worker 0") and of("progress", "worker 1"),
+            (job,), events.seen, STARTUP_DEADLINE_SECS, "progress of both workers",
+        )  # fmt: skip
+        network.unplug("w1")
+        cut = time.time()
+        _wait_for(lambda: time.time() > cut + CUT_SECS, (job,), events.seen, 60, "the cut")
+        network.plug("w1")
+        restored = time.time()
+        _wait_for(
+            lambda: of("summary", "worker 0"),
+            (job,), events.seen, RESTORED_TIMEOUT_SECS + 60, "summary",
+        )  # fmt: skip
+        # The chief exits after its summary, and its token stops the ps.
+        assert [child.wait(30) for child in job.children] == [0, 0, 0]
+    # Cut off, worker 1 made no progress: each report reads global_step on the ps. (Its
+    # last report before the cut may be written up to 0.5 s after it.)
+    assert not [e for e in of("progress", "worker 1") if cut + 0.5 < e["time"] < restored]
+    resumed = min(e["time"] for e in of("progress", "worker 1") if e["time"] >= restored)
+    summary = of("summary", "worker 0")[0]
+    print(
+        f"worker 1 cut off for {restored - cut:.1f} s; its next report {resumed - restored:.1f} "
+        f"s after the link came back; recoveries: {len(of('recovering', 'worker 1'))}; "
+        f"summary: {summary['local_steps']}, {summary['exchanges']} exchanges, accuracy "
+        f"{summary['test_accuracy']:.4f}"
+    )
+    # Its calls waited, and went on once the link was back (TCP retransmits, a few seconds
+    # of backoff), or failed then and a new session started from the centre: either way it
+    # finished, and the chief, which waits up to RESTORED_TIMEOUT_SECS, counted its steps.
+    assert resumed - restored < 60
+    assert of("done", "worker 1")[0]["steps"] == STEPS
+    assert summary["local_steps"] == {"0": STEPS, "1": STEPS}
+    assert not of("warning", "worker 0")
+    # Both workers' exchanges, STEPS / PERIOD each (300). A recovery of worker 1 may shift
+    # its exchanges by one either way: the exchange in flight at the cut may have reached
+    # the ps, and a new session counts its period afresh.
+    slack = 1 + len(of("recovering", "worker 1"))
+    assert abs(summary["exchanges"] - 2 * STEPS // PERIOD) <= slack
+    assert summary["test_accuracy"] > 0.85  # 0.97-0.98 in the runs here; chance is 0.1.

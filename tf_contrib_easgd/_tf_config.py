@@ -34,17 +34,19 @@ def session_config(tf_config=None):
 
     Raises:
         TypeError: if `tf_config` is neither a string nor None.
-        ValueError: if `tf_config` is not a JSON object.
+        ValueError: if `tf_config` is not a JSON object, or its training task is not in
+            its cluster (naming TF_CONFIG's key and value).
     """
     config = _parse_tf_config(tf_config)
     task = config.get("task") or {}
     if not config.get("cluster") or task.get("type") not in (*CHIEF_TYPES, WORKER_TYPE):
         return None
     task_type = task["type"]
+    _check_task_in_cluster(task_type, task.get("index", 0), config["cluster"])
     if task_type in CHIEF_TYPES:  # The filters of RunConfig's default, task by task.
         own = f"/job:{task_type}"
     else:
-        own = f"/job:{WORKER_TYPE}/task:{int(task.get('index', 0))}"
+        own = f"/job:{WORKER_TYPE}/task:{task.get('index', 0)}"
     rewrite = rewriter_config_pb2.RewriterConfig(
         meta_optimizer_iterations=rewriter_config_pb2.RewriterConfig.ONE
     )
@@ -54,6 +56,22 @@ def session_config(tf_config=None):
         device_filters=["/job:ps", own],
         share_cluster_devices_in_session=True,
     )
+
+
+def _check_task_in_cluster(task_type, index, cluster):
+    """Raises ValueError unless TF_CONFIG's cluster has task `index` of type `task_type`."""
+    hosts = cluster.get(task_type) if isinstance(cluster, dict) else None
+    size = len(hosts) if isinstance(hosts, list) else 0
+    if not size:
+        raise ValueError(
+            f"TF_CONFIG task.type={task_type!r}: the cluster has no {task_type!r} task "
+            f"(cluster.{task_type} is missing or empty), so this task is not part of it."
+        )
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < size:
+        raise ValueError(
+            f"TF_CONFIG task.index={index!r}: cluster.{task_type} has {size} task(s), so the "
+            f"index must be an integer in [0, {size})."
+        )
 
 
 def _parse_tf_config(tf_config):

@@ -2,11 +2,14 @@
 
 Local mode (the default, `--cluster=local`) starts `--ps` parameter servers and
 `--workers` workers as separate processes on free loopback ports, shows their progress
-and stops them all at the end, on Ctrl-C or when one fails. Task mode runs one task of a
-multi-machine job, described by `--job_name --task_index --ps_hosts --worker_hosts` or,
-when those are absent, by the TF_CONFIG environment variable (a TF_CONFIG `chief` is
-worker 0). Every flag is checked before any process starts; a bad one ends the program
-with exit code 2 and a message naming the flag and the value.
+and stops them all at the end, on Ctrl-C or when one fails. The tasks run in a private
+network namespace where the machine allows one, so that other hosts cannot reach their
+ports (TensorFlow's servers have no authentication); --expose_ports opens them. Task
+mode runs one task of a multi-machine job, described by `--job_name --task_index
+--ps_hosts --worker_hosts` or, when those are absent, by the TF_CONFIG environment
+variable (a TF_CONFIG `chief` is worker 0). Every flag is checked before any process
+starts; a bad one ends the program with exit code 2 and a message naming the flag and the
+value.
 
     easgd-train                                   # 1 ps + 2 workers on this machine
     easgd-train --workers=4 --optimizer=adam --model=cnn
@@ -14,19 +17,19 @@ with exit code 2 and a message naming the flag and the value.
         --ps_hosts=ps0:2222 --worker_hosts=w0:2222,w1:2222 --model_dir=/shared/run1
 
 Exit codes: 0 done (or the help printed: --help, -h, --helpshort, --helpfull), 1 a task
-failed, 2 bad flags or TF_CONFIG or dataset, 130 interrupted.
+failed (a failed save too), 2 bad flags or TF_CONFIG or dataset, or a --model_dir, port or
+checkpoint unusable here (checked before any server starts), 130 interrupted.
 """
 
 import dataclasses
 import os
 import sys
-import tempfile
 import time
 
 from absl import app, flags
 from absl import logging as absl_logging
 
-from tf_contrib_easgd.trainer import cluster, data, local, progress
+from tf_contrib_easgd.trainer import cluster, data, files, isolation, local, preflight, progress
 from tf_contrib_easgd.trainer.config import (
     DEFAULT_LEARNING_RATES,
     EXIT_FAILED,
@@ -59,6 +62,14 @@ flags.DEFINE_integer(
     "before the job fails; 0 fails fast. A restarted worker rejoins from the current centre; "
     "a restarted ps gets the centre back from the chief's latest checkpoint.",
     lower_bound=0,
+)
+flags.DEFINE_bool(
+    "expose_ports",
+    False,
+    "Local mode: run the tasks in this machine's network namespace, their gRPC ports open "
+    "on every interface (e.g. to attach a profiler from another host). Those servers have no "
+    "authentication: whoever reaches a port can run any TensorFlow op in that task. By "
+    "default the tasks run in a private network namespace, where the machine allows one.",
 )
 flags.DEFINE_enum(
     "job_name", None, list(cluster.JOBS), "Task mode: the job of this task (worker 0 is chief)."
@@ -175,9 +186,12 @@ def run_task(plan, started_at, progress_format):
     reporter = progress.Reporter(plan.task.name, progress_format)
     try:
         task_runner.run(plan.task, plan.config, reporter, started_at)
-    except TimeoutError as error:
+    except (TimeoutError, files.SaveError) as error:
         print(f"easgd-train: {plan.task.name}: error: {error}", file=sys.stderr, flush=True)
         return EXIT_FAILED
+    except UsageError as error:  # The chief's checkpoints: none restores.
+        print(f"easgd-train: {plan.task.name}: error: {error}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     return 0
 
 
@@ -230,8 +244,14 @@ def process_started_at():
     return time.monotonic() - max(age, 0.0)
 
 
-def _main(argv):
-    """Runs easgd-train on the parsed flags; returns the exit code."""
+def _main(argv, command_line=None):
+    """Runs easgd-train on the parsed flags; returns the exit code.
+
+    Args:
+        argv: the arguments that are not flags, the program name first.
+        command_line: the whole command line (default `sys.argv`); local mode runs it again
+            in a private network namespace (`isolation.isolate_local_job`).
+    """
     started_at = process_started_at()
     if len(argv) > 1:
         print(f"easgd-train: error: unexpected arguments {argv[1:]}", file=sys.stderr)
@@ -241,14 +261,49 @@ def _main(argv):
     except UsageError as error:
         print(f"easgd-train: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    if not plan.config.model_dir:
-        model_dir = tempfile.mkdtemp(prefix="easgd-train-")
-        plan = dataclasses.replace(
-            plan, config=dataclasses.replace(plan.config, model_dir=model_dir)
+    if plan.task is not None and FLAGS["expose_ports"].present:
+        print(
+            "easgd-train: error: --expose_ports applies to --cluster=local only; a task of a "
+            'multi-machine job listens on every interface (README.md, "Security").',
+            file=sys.stderr,
         )
-    os.makedirs(plan.config.model_dir, exist_ok=True)
+        return EXIT_USAGE
+    network = None
     if plan.task is None:
-        return local.run_local(plan, started_at)
+        # Before anything is made: this may run the program again, in a new namespace.
+        command = [sys.executable, "-m", "tf_contrib_easgd.trainer"]
+        command += list(sys.argv if command_line is None else command_line)[1:]
+        try:
+            network = isolation.isolate_local_job(command, FLAGS.expose_ports)
+        except OSError as error:
+            print(
+                f"easgd-train: error: cannot bring up the loopback of the private network "
+                f"namespace ({error}); --expose_ports runs the job without one.",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+    return _check_and_run(plan, started_at, network)
+
+
+def _check_and_run(plan, started_at, network):
+    """Makes `--model_dir` and checks this machine (`preflight`), then runs the job or task.
+
+    Returns:
+        The exit code.
+    """
+    try:
+        if not plan.config.model_dir:
+            model_dir = preflight.make_temporary_model_dir()
+            plan = dataclasses.replace(
+                plan, config=dataclasses.replace(plan.config, model_dir=model_dir)
+            )
+        # Before any server starts: --model_dir writable, the task's port free, checkpoints.
+        preflight.check_before_start(plan)
+    except UsageError as error:
+        print(f"easgd-train: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if plan.task is None:
+        return local.run_local(plan, started_at, network=network)
     return run_task(plan, started_at, FLAGS.progress_format)
 
 
@@ -268,7 +323,10 @@ def _show_flags_in_help():
 def main(argv=None):
     """The console script `easgd-train` (and `python -m tf_contrib_easgd.trainer`)."""
     _show_flags_in_help()
-    app.run(lambda parsed: sys.exit(_main(parsed)), argv=argv, flags_parser=parse_flags)
+    command_line = list(sys.argv if argv is None else argv)
+    app.run(
+        lambda parsed: sys.exit(_main(parsed, command_line)), argv=argv, flags_parser=parse_flags
+    )
 
 
 if __name__ == "__main__":

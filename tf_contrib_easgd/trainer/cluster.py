@@ -311,6 +311,13 @@ def _tf_config_task(task, lists):
     if isinstance(index, bool) or not isinstance(index, int):
         raise ClusterConfigError(f"{TF_CONFIG} task.index={index!r}: expected an integer.")
     size = len(lists[task_type])
+    if not size:
+        present = sorted(job for job, hosts in lists.items() if hosts)
+        raise ClusterConfigError(
+            f"{TF_CONFIG} task.type={task_type!r}: the cluster has no {task_type!r} task "
+            f"(cluster.{task_type} is missing or empty; it has {present}), so this task is "
+            "not part of it."
+        )
     if not 0 <= index < size:
         raise ClusterConfigError(
             f"{TF_CONFIG} task.index={index}: cluster.{task_type} has {size} task(s), so the "

@@ -6,14 +6,25 @@ and writes `summary.json`; `centre_digest` tells whether two centres are equal. 
 docs/DESIGN.md, "The trainer's task lifecycle"; the file names are in `files`.
 """
 
+import contextlib
 import hashlib
 import os
+import re
 import time
 
 import numpy as np
 import tensorflow as tf
 
+from tf_contrib_easgd import is_recoverable_error
 from tf_contrib_easgd.trainer import files, models
+
+#: A line of TensorFlow's error about a file: `<path>; <what the OS said>`.
+_FILE_ERROR = re.compile(r"^\s*\S+; (?P<reason>[^\n\[]*[^\s\[])", re.MULTILINE)
+#: The starts of the lines of a TensorFlow error that only say where it happened.
+_CONTEXT = (
+    "Graph execution error", "Detected at node", "File ", "Node:", "From /job:", "[[", "Hint:",
+    "Additional GRPC", ":UNKNOWN",
+)  # fmt: skip
 
 
 def raw_session(sess):
@@ -36,13 +47,51 @@ def save_checkpoint(sess, g, model_dir):
 
     Returns:
         The checkpoint's path prefix.
+
+    Raises:
+        files.SaveError: if the save fails other than by a lost task (a full disk, a
+            directory made read-only), naming the directory, the error and the checkpoint
+            that is still the latest. TensorFlow writes the index file last, so that one
+            still restores.
     """
-    return g.saver.save(
-        raw_session(sess),
-        os.path.join(model_dir, files.CHECKPOINT_PREFIX),
-        global_step=g.global_step,
-        write_meta_graph=False,
-    )
+    prefix = os.path.join(model_dir, files.CHECKPOINT_PREFIX)
+    try:
+        return g.saver.save(
+            raw_session(sess), prefix, global_step=g.global_step, write_meta_graph=False
+        )
+    except (tf.errors.OpError, ValueError) as error:
+        if is_recoverable_error(error):
+            raise  # A lost parameter server: the worker's recovery loop takes it.
+        latest = tf.train.latest_checkpoint(model_dir)
+        _remove_empty_temp_dirs(prefix)
+        raise files.SaveError(
+            f"could not write a checkpoint to {model_dir}: {save_error_reason(error)}; the "
+            f"latest checkpoint is still {latest or '(none)'}."
+        ) from error
+
+
+def _remove_empty_temp_dirs(prefix):
+    """Removes the empty `<prefix>-<step>_temp*` directories a failed sharded save leaves."""
+    for path in tf.io.gfile.glob(prefix + "-*_temp*"):
+        with contextlib.suppress(OSError):
+            os.rmdir(path)  # Only if empty: a file in it is not ours to delete.
+
+
+def save_error_reason(error):
+    """The gist of a failed save's error: e.g. `No space left on device (ResourceExhaustedError)`.
+
+    TensorFlow's message is a graph execution error: the node, where it was defined, the
+    task it came from, and then `<temporary file>; <what the OS said>`; that last part is
+    what the user needs. Other errors give their first line that is not such context.
+    """
+    text = str(getattr(error, "message", error))
+    match = _FILE_ERROR.search(text)
+    if match:
+        reason = match.group("reason")
+    else:
+        lines = [line.strip() for line in text.splitlines()]
+        reason = next((line for line in lines if line and not line.startswith(_CONTEXT)), "")
+    return f"{reason} ({type(error).__name__})" if reason else type(error).__name__
 
 
 def export_centre(sess, g, model_dir):
@@ -50,12 +99,24 @@ def export_centre(sess, g, model_dir):
 
     Returns:
         The export's path prefix, `model_dir/export/centre`.
+
+    Raises:
+        files.SaveError: as `save_checkpoint` does.
     """
-    return g.export_saver.save(
-        raw_session(sess),
-        os.path.join(model_dir, files.EXPORT_DIR, files.EXPORT_PREFIX),
-        write_meta_graph=False,
-    )
+    export_dir = os.path.join(model_dir, files.EXPORT_DIR)
+    try:
+        return g.export_saver.save(
+            raw_session(sess),
+            os.path.join(export_dir, files.EXPORT_PREFIX),
+            write_meta_graph=False,
+        )
+    except (tf.errors.OpError, ValueError) as error:
+        if is_recoverable_error(error):
+            raise
+        raise files.SaveError(
+            f"could not export the centre to {export_dir}: {save_error_reason(error)}; the "
+            f"latest checkpoint is still {tf.train.latest_checkpoint(model_dir) or '(none)'}."
+        ) from error
 
 
 def evaluate_centre(sess, g, dataset):
@@ -132,5 +193,12 @@ def write_job_summary(worker, outcome, state):
         "checkpoint": outcome.checkpoint,
         "export": outcome.export_path,
     }
-    files.write_summary(config.model_dir, summary)
+    try:
+        files.write_summary(config.model_dir, summary)
+    except OSError as error:
+        raise files.SaveError(
+            f"could not write {files.summary_path(config.model_dir)}: {error.strerror or error}; "
+            f"the checkpoint {outcome.checkpoint} and the export {outcome.export_path} are "
+            "written."
+        ) from error
     return summary

@@ -1,6 +1,7 @@
 """The files of an easgd-train job in `--model_dir`, and the atomic write of `summary.json`.
 
     model.ckpt-<global_step>.*   the chief's checkpoints of the centre and global_step
+    *.unusable                   a checkpoint that does not restore, moved aside (`checkpoints`)
     export/centre.*              the centre under the plain model's variable names
     worker_<i>/                  TensorBoard events of worker i
     summary.json                 the chief's result (local mode adds `wall_secs`)
@@ -17,6 +18,11 @@ EXPORT_DIR = "export"
 EXPORT_PREFIX = "centre"
 CHECKPOINT_PREFIX = "model.ckpt"
 LOGS_DIR = "logs"
+
+
+class SaveError(OSError):
+    """The chief could not write a checkpoint, the export or the summary; the message says
+    where, why, and which checkpoint is still the latest."""
 
 
 def events_dir(model_dir, task_index):

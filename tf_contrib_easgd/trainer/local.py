@@ -2,8 +2,9 @@
 
 `run_local` starts each task as `python -m tf_contrib_easgd.trainer --cluster=task ...`
 under a `launcher.LocalCluster`, shows their progress events, and completes the chief's
-`summary.json` with the wall time. No TensorFlow here. See docs/DESIGN.md, "The trainer's
-task lifecycle".
+`summary.json` with the wall time. The children inherit this process's network namespace,
+a private one when `isolation.isolate_local_job` could make it. No TensorFlow here. See
+docs/DESIGN.md, "The trainer's task lifecycle".
 """
 
 import os
@@ -13,19 +14,21 @@ import time
 import portpicker
 
 from tf_contrib_easgd.trainer import cluster, files, launcher, progress
-from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_INTERRUPTED
+from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 
 #: How long the launcher lets the parameter servers exit by themselves after the job.
 _SERVER_EXIT_SECS = 10.0
 
 
-def run_local(plan, started_at, stream=None):
+def run_local(plan, started_at, stream=None, network=None):
     """Runs a whole job as child processes on this machine; returns the exit code.
 
     Args:
         plan: the `config.Plan` (with `task` None).
         started_at: `time.monotonic()` when the program started.
         stream: where progress and messages go (default `sys.stderr`).
+        network: the `isolation.Isolation` of this process (its message is shown once, at
+            the start), or None.
     """
     stream = stream or sys.stderr
     config = plan.config
@@ -35,6 +38,8 @@ def run_local(plan, started_at, stream=None):
         f"easgd-train: {plan.num_ps} ps + {plan.num_workers} workers on localhost, "
         f"{config.steps} local steps each; model_dir {config.model_dir}"
     )
+    if network is not None:
+        display.message(network.message)
     code = _supervise(plan, tasks, display, stream)
     if code:
         return code
@@ -71,7 +76,10 @@ def _task_environment():
 def _supervise(plan, tasks, display, stream):
     """Runs `tasks` until the workers are done; returns 0 or the exit code of a failure.
 
-    Every task still running is stopped on the way out. The display is closed.
+    A task that fails with `EXIT_USAGE` (bad input it found on this machine, e.g. the chief
+    finding no checkpoint in `--model_dir` that restores) makes the job's code `EXIT_USAGE`
+    too; any other failure, `EXIT_FAILED`. Every task still running is stopped on the way
+    out. The display is closed.
     """
     config = plan.config
 
@@ -110,7 +118,7 @@ def _supervise(plan, tasks, display, stream):
             f"{lines}\nWhole output: {error.log_path}",
             file=stream,
         )
-        return EXIT_FAILED
+        return EXIT_USAGE if error.returncode == EXIT_USAGE else EXIT_FAILED
     except launcher.StallError as error:
         display.close()
         print(f"easgd-train: error: {error}; every task was stopped. Logs: {log_dir}", file=stream)

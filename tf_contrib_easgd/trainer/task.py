@@ -1,8 +1,9 @@
 """One task of an easgd-train job: a parameter server, or a worker training with EASGD.
 
 `run` runs the task this process was given: `run_ps` serves the centre until the chief
-says the job is done; a worker runs `worker.run_worker`. See docs/DESIGN.md, "The trainer's
-task lifecycle".
+says the job is done; a worker runs `worker.run_worker`, the chief after checking that its
+restore will find a good checkpoint (`check_checkpoints`). See docs/DESIGN.md, "The
+trainer's task lifecycle".
 """
 
 import time
@@ -10,7 +11,8 @@ import time
 import tensorflow as tf
 
 from tf_contrib_easgd import serve_until_done
-from tf_contrib_easgd.trainer import worker
+from tf_contrib_easgd.trainer import checkpoints, worker
+from tf_contrib_easgd.trainer.config import UsageError
 
 
 def run(task, config, reporter, started_at=None):
@@ -24,12 +26,43 @@ def run(task, config, reporter, started_at=None):
 
     Returns:
         For the chief, the summary dict also written to `summary.json`; otherwise None.
+
+    Raises:
+        UsageError: if the chief finds no checkpoint in `config.model_dir` that restores,
+            though there are some (see `check_checkpoints`).
+        files.SaveError: if the chief cannot write a checkpoint, the export or the summary.
+        TimeoutError: if a wait on another task times out.
     """
     started_at = time.monotonic() if started_at is None else started_at
     if task.is_ps:
         run_ps(task, reporter)
         return None
+    if task.is_chief:
+        check_checkpoints(config.model_dir, reporter)
     return worker.run_worker(task, config, reporter, started_at)
+
+
+def check_checkpoints(model_dir, reporter):
+    """Before the chief's server starts: makes sure its restore will find a good checkpoint.
+
+    When the checkpoint the index file names (or the index file itself) is bad, the newest
+    good one before it becomes the latest (`checkpoints.fall_back`) and a warning names
+    both; the bad files are renamed, not deleted.
+
+    Raises:
+        UsageError: naming each bad file, when there are checkpoints but none restores (or
+            the bad ones cannot be renamed).
+    """
+    choice = checkpoints.choose(model_dir, checkpoints.full_problem)
+    if choice.ok:
+        return
+    if choice.restore is None:
+        raise UsageError(choice.failure_message())
+    try:
+        renamed = checkpoints.fall_back(choice)
+    except OSError as error:
+        raise UsageError(choice.unmovable_message(error)) from None
+    reporter.event("warning", message=choice.fallback_message(renamed))
 
 
 def run_ps(task, reporter):

@@ -124,7 +124,7 @@ def _train_with_recovery(worker, state):
         # Wait until the parameter server answers again, then start a new session: the
         # chief restores the centre from the latest checkpoint if the ps lost it; every
         # worker then starts again from the centre.
-        del recoveries  # `state` counts the recoveries of `_StartReporter` too.
+        del recoveries  # `state` counts the recoveries of `_RecoveryReporter` too.
         state.recoveries += 1
         worker.reporter.event(
             "recovering", step=state.step, error=f"{type(error).__name__}: {_first_line(error)}"
@@ -160,7 +160,7 @@ def _run_session(worker, state):
     Returns:
         For the chief, the `Outcome`; else None.
     """
-    creator = _session_creator(worker, state)
+    creator = _RecoveryReporter(_session_creator(worker, state), worker, state)
     with tf.compat.v1.train.MonitoredSession(
         session_creator=creator, hooks=[worker.g.hook, _StartReporter(worker, state)]
     ) as sess:
@@ -248,32 +248,48 @@ def _record_centre_set_up(session, how, checkpoint, g, state):
     }
 
 
-class _StartReporter(tf.compat.v1.train.SessionRunHook):
-    """Reports "started" after each session creation (after the EASGD hook's start-up).
+class _RecoveryReporter(tf.compat.v1.train.SessionCreator):
+    """Reports "recovering" as soon as `MonitoredSession` replaces a session that lost a task.
 
-    A recovery that `MonitoredSession` makes by itself (after an `AbortedError` or an
-    `UnavailableError`) is reported as "recovering" once, however many attempts it takes.
+    `MonitoredSession` recovers by itself from an `AbortedError` or an `UnavailableError`
+    (a task restarted, or a connection lost): it asks its creator for a new
+    session, attempt after attempt until the task answers. The first attempt of each
+    recovery is reported, before the wait.
     """
+
+    def __init__(self, creator, worker, state):
+        self._creator = creator
+        self._worker = worker
+        self._state = state
+        self._created = False  # A session was created: later calls are recoveries.
+        self._reported = False  # The recovery under way is reported.
+
+    def create_session(self):
+        state = self._state
+        if self._created and not self._reported:
+            state.recoveries += 1
+            self._reported = True
+            self._worker.reporter.event(
+                "recovering",
+                step=state.step,
+                error="a task stopped answering or was restarted; MonitoredTrainingSession "
+                "makes a new session",
+            )
+        session = self._creator.create_session()
+        self._created, self._reported = True, False
+        return session
+
+
+class _StartReporter(tf.compat.v1.train.SessionRunHook):
+    """Reports "started" after each session creation (after the EASGD hook's start-up)."""
 
     def __init__(self, worker, state):
         self._worker = worker
         self._state = state
-        self._started = False  # A session of this MonitoredSession reported "started".
-        self._recovering = False  # The recovery since that session is reported.
 
     def after_create_session(self, session, coord):
         del coord  # Unused.
-        worker, state = self._worker, self._state
-        if self._started and not self._recovering:
-            state.recoveries += 1
-            self._recovering = True
-            worker.reporter.event(
-                "recovering",
-                step=state.step,
-                error="MonitoredTrainingSession lost a task and created a new session",
-            )
-        worker.reporter.event("started", **_start_report(session, worker, state))
-        self._started, self._recovering = True, False
+        self._worker.reporter.event("started", **_start_report(session, self._worker, self._state))
 
 
 def _start_report(session, worker, state):

@@ -1,0 +1,161 @@
+"""What easgd-train checks on this machine before any TensorFlow server starts.
+
+The flags may be well-formed and still unusable here: a `--model_dir` that cannot be
+written (a read-only mount, a path under a regular file, a full disk), a task's port that
+another process holds, checkpoints of which none restores. Each check raises a
+`UsageError` that names the flag (or TF_CONFIG) and the value, so that easgd-train exits
+with code 2 before it starts anything, instead of failing later in TensorFlow. No
+TensorFlow here. docs/RELIABILITY.md, "Bad input on disk and in the environment".
+"""
+
+import contextlib
+import errno
+import json
+import os
+import socket
+import tempfile
+
+from tf_contrib_easgd.trainer import checkpoints, cluster
+from tf_contrib_easgd.trainer.config import UsageError
+
+#: Bytes written to probe `--model_dir`: enough to need a block of a full disk.
+PROBE_BYTES = 4096
+#: The address TensorFlow's gRPC server listens on: every interface, the task's port.
+LISTEN_HOST = "0.0.0.0"
+
+
+def make_temporary_model_dir():
+    """Makes the new temporary directory of a run without `--model_dir`; returns its path.
+
+    Raises:
+        UsageError: if it cannot be made.
+    """
+    try:
+        return tempfile.mkdtemp(prefix="easgd-train-")
+    except OSError as error:
+        raise UsageError(
+            f"--model_dir is not given, and no temporary directory can be made in "
+            f"{tempfile.gettempdir()!r} ({error.strerror or error}); give --model_dir."
+        ) from None
+
+
+def prepare_model_dir(model_dir):
+    """Creates `model_dir` if needed and checks that files can be written there.
+
+    A file of `PROBE_BYTES` is written, synced and removed: permission bits do not tell
+    (root ignores them, a read-only mount does not show in them), and a full disk shows only
+    when a block is needed.
+
+    Raises:
+        UsageError: naming `--model_dir`, its value and the reason.
+    """
+    try:
+        os.makedirs(model_dir, exist_ok=True)
+    except OSError as error:
+        raise UsageError(
+            f"--model_dir={model_dir!r}: cannot create the directory: "
+            f"{_why_not_created(model_dir, error)}."
+        ) from None
+    probe = None
+    try:
+        descriptor, probe = tempfile.mkstemp(prefix=".easgd-train-probe-", dir=model_dir)
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(b"\0" * PROBE_BYTES)
+            file.flush()
+            os.fsync(file.fileno())
+    except OSError as error:
+        raise UsageError(
+            f"--model_dir={model_dir!r}: cannot write there: {error.strerror or error}. "
+            "Checkpoints, the export, events and summary.json go there."
+        ) from None
+    finally:
+        if probe is not None:
+            with contextlib.suppress(OSError):
+                os.remove(probe)
+
+
+def _why_not_created(path, error):
+    """The reason of a failed `os.makedirs(path)`, naming a parent that is a file."""
+    parent = os.path.dirname(os.path.abspath(path))
+    while parent and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if error.errno == errno.ENOTDIR and os.path.exists(parent) and not os.path.isdir(parent):
+        return f"{parent} is a file, not a directory"
+    return error.strerror or str(error)
+
+
+def check_port(task):
+    """Checks that this task's server can listen on its port, as TensorFlow's would.
+
+    Binds the port on every interface with `SO_REUSEADDR` (as gRPC does, so a port whose
+    last connections linger in TIME_WAIT, as after a restart, passes) and releases it.
+
+    Args:
+        task: the `cluster.TaskConfig` of this process.
+
+    Raises:
+        UsageError: naming the task, its address, where it came from and the reason.
+    """
+    port = int(task.address.rpartition(":")[2])
+    if task.source == cluster.TF_CONFIG:
+        given = f"{task.address!r}, TF_CONFIG {_tf_config_key(task.address)}"
+    else:
+        flag = "--ps_hosts" if task.is_ps else "--worker_hosts"
+        given = f"{task.address!r} in {flag}"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((LISTEN_HOST, port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                reason = (
+                    f"port {port} is already in use on this machine (`ss -ltnp 'sport = "
+                    f":{port}'` shows by what); stop that process or give {task.name} "
+                    "another port"
+                )
+            else:
+                reason = f"cannot listen on port {port}: {error.strerror or error}"
+            raise UsageError(f"{task.name} ({given}): {reason}.") from None
+
+
+def _tf_config_key(address, environ=None):
+    """Where `address` is in TF_CONFIG's cluster, e.g. `cluster.chief[0]`."""
+    try:
+        jobs = json.loads((environ or os.environ).get(cluster.TF_CONFIG, ""))["cluster"]
+        return next(
+            f"cluster.{job}[{index}]"
+            for job, hosts in jobs.items()
+            for index, host in enumerate(hosts)
+            if host == address
+        )
+    except (ValueError, KeyError, TypeError, AttributeError, StopIteration):
+        return "cluster"
+
+
+def check_local_checkpoints(model_dir):
+    """Local mode, before any task starts: fails if checkpoints are there but none restores.
+
+    Only that each checkpoint's files are there is checked here (`checkpoints.index_problem`,
+    no TensorFlow). The chief reads them before its server starts (`task.check_checkpoints`):
+    when the latest checkpoint is bad but an earlier one is good, it falls back to that one
+    and warns; when none restores, it exits 2, and so does the local job.
+
+    Raises:
+        UsageError: naming each bad file.
+    """
+    choice = checkpoints.choose(model_dir)
+    if choice.restore is None and not choice.ok:
+        raise UsageError(choice.failure_message())
+
+
+def check_before_start(plan):
+    """Every check of this module that applies to `plan`; makes `--model_dir`.
+
+    Raises:
+        UsageError: from the first check that fails.
+    """
+    prepare_model_dir(plan.config.model_dir)
+    if plan.task is None:
+        check_local_checkpoints(plan.config.model_dir)
+    else:
+        check_port(plan.task)
