@@ -240,12 +240,13 @@ def test_a_restarted_chief_keeps_the_centre_the_ps_holds(tmp_path):
 
 
 FROZEN_SECS = 15  # Longer than any retry or keepalive of gRPC: the workers just wait.
+STALL_REPORT_SECS = 5  # --stall_report_secs: a step waiting this long is reported.
 
 
 def test_a_frozen_ps_holds_the_workers_until_it_runs_again(tmp_path):
     # SIGSTOP keeps the ps's sockets open: the kernel takes the workers' bytes, but nothing
     # answers. Each worker waits in its next exchange (docs/RELIABILITY.md, "Partitions").
-    with Job(tmp_path) as job:
+    with Job(tmp_path, f"--stall_report_secs={STALL_REPORT_SECS}") as job:
         job.start()
         job.wait_for_step("worker 1", 200)
         job.wait_for_step("worker 0", 200)
@@ -255,8 +256,8 @@ def test_a_frozen_ps_holds_the_workers_until_it_runs_again(tmp_path):
         try:
             time.sleep(FROZEN_SECS)
         finally:
+            resumed = time.time()  # Before the SIGCONT: the workers may report at once.
             ps.signal(signal.SIGCONT)
-        resumed = time.time()
         summary = job.finish()
     for name in ("worker 0", "worker 1"):
         # No report while the ps was frozen: each reads global_step there. (A report may
@@ -264,6 +265,13 @@ def test_a_frozen_ps_holds_the_workers_until_it_runs_again(tmp_path):
         progress = job.of(name, "progress")
         assert not [e for e in progress if frozen + 0.5 < e["time"] < resumed]
         assert min(e["time"] for e in progress if e["time"] >= resumed) < resumed + 60
+        # Each said so once, STALL_REPORT_SECS into its step (plus a probe and a poll),
+        # the ps still taking connections; and again when its step went on.
+        [stalled] = job.of(name, "stalled")
+        assert frozen + STALL_REPORT_SECS - 0.5 < stalled["time"] < frozen + STALL_REPORT_SECS + 3
+        assert stalled["unreachable"] == []
+        [went_on] = job.of(name, "resumed")
+        assert went_on["time"] >= resumed
     # The ps kept the centre: the chief never restored it, and no exchange was lost or
     # counted twice unless a worker started a new session after the pause (one each).
     assert all(e["restored_from"] is None for e in job.of("worker 0", "started"))

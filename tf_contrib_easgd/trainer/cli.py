@@ -167,6 +167,13 @@ flags.DEFINE_float(
     "prints anything for this long.",
     lower_bound=1.0,
 )
+flags.DEFINE_float(
+    "stall_report_secs",
+    30.0,
+    "A worker whose training step has waited this long for the parameter servers says so "
+    "(a cut link or a frozen process closes no connection: the step waits until they "
+    "answer, then goes on), and says again when it goes on.",
+)
 flags.DEFINE_enum(
     "progress_format",
     progress.TEXT,

@@ -70,6 +70,7 @@ class TrainConfig:
     log_every_steps: int
     eval_every_steps: int
     timeout_secs: float
+    stall_report_secs: float = 30.0
 
     def to_flags(self):
         """Returns the command-line flags that give a task this configuration."""
@@ -179,6 +180,8 @@ def _train_config(f, task):
         raise UsageError(f"--rho={f.rho!r}: must be >= 0.")
     if not math.isfinite(f.timeout_secs):
         raise UsageError(f"--timeout_secs={f.timeout_secs!r}: must be a finite number.")
+    if not (math.isfinite(f.stall_report_secs) and f.stall_report_secs > 0):
+        raise UsageError(f"--stall_report_secs={f.stall_report_secs!r}: must be a number > 0.")
     _check_dataset(f.dataset, task)
     if f.model_dir and os.path.exists(f.model_dir) and not os.path.isdir(f.model_dir):
         raise UsageError(f"--model_dir={f.model_dir!r} exists and is not a directory.")
@@ -200,6 +203,7 @@ def _train_config(f, task):
         log_every_steps=f.log_every_steps,
         eval_every_steps=f.eval_every_steps,
         timeout_secs=f.timeout_secs,
+        stall_report_secs=f.stall_report_secs,
     )
 
 

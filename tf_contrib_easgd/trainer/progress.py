@@ -99,6 +99,17 @@ _TEXT = {
         f"{e['task']}: lost a task at local step {e['step']} ({e['error']}); waiting for it "
         "to come back"
     ),
+    "stalled": lambda e: (
+        f"{e['task']}: local step {e['step']} has waited {e['secs']:.0f} s for the parameter "
+        "servers ("
+        + (
+            f"no connection to {', '.join(e['unreachable'])}: a cut link?"
+            if e["unreachable"]
+            else "they take connections but do not answer: a frozen or overloaded process?"
+        )
+        + "); it goes on when they answer"
+    ),
+    "resumed": lambda e: f"{e['task']}: local step {e['step']} went on after {e['secs']:.1f} s",
     "waiting": lambda e: f"{e['task']}: waiting for {e['what']}",
     "done": lambda e: (
         f"{e['task']}: done, {e['steps']} local steps in {e['secs']:.1f} s "

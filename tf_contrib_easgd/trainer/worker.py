@@ -20,7 +20,7 @@ from tf_contrib_easgd import (
     train_with_recovery,
     wait_until_reachable,
 )
-from tf_contrib_easgd.trainer import cluster, data, export, files, graph, progress
+from tf_contrib_easgd.trainer import cluster, data, export, files, graph, progress, stall
 from tf_contrib_easgd.trainer.config import TrainConfig
 
 
@@ -39,6 +39,7 @@ class Worker:
     reporter: progress.Reporter
     writer: tf.compat.v1.summary.FileWriter
     started_at: float
+    stall: stall.StallWatch
 
 
 @dataclasses.dataclass
@@ -102,12 +103,14 @@ def run_worker(task, config, reporter, started_at):
             files.events_dir(config.model_dir, task.task_index),
             graph=g.graph if task.is_chief else None,
         )
+        watch = stall.StallWatch(reporter, config.stall_report_secs, task.ps_hosts)
         worker = Worker(
             task, config, server, session_config, g, dataset, images, labels, reporter,
-            writer, started_at,
+            writer, started_at, watch,
         )  # fmt: skip
         state = TrainState()
         outcome = _train_with_recovery(worker, state)
+        watch.close()
         writer.close()
         _end_job(worker, state)
     if not task.is_chief:
@@ -121,9 +124,7 @@ def _train_with_recovery(worker, state):
     """Runs `_run_session` until it returns, again after each lost parameter server."""
 
     def on_recovery(error, recoveries):
-        # Wait until the parameter server answers again, then start a new session: the
-        # chief restores the centre from the latest checkpoint if the ps lost it; every
-        # worker then starts again from the centre.
+        # Then a new session: the chief restores the centre if the ps lost it.
         del recoveries  # `state` counts the recoveries of `_RecoveryReporter` too.
         state.recoveries += 1
         worker.reporter.event(
@@ -342,20 +343,22 @@ def _train(sess, worker, state):
     window = _Window(state.step, time.monotonic())
     while state.step < config.steps and not sess.should_stop():
         x, y = next(batches)
-        loss, _ = sess.run([g.loss, g.train_op], {g.images: x, g.labels: y})
-        window.losses.append(loss)
-        state.step += 1
-        step, last = state.step, state.step == config.steps
-        if step % config.log_every_steps == 0 or last:
-            window = _report_progress(sess, worker, step, window)
-        if (
-            task.is_chief
-            and config.eval_every_steps
-            and (step % config.eval_every_steps == 0 or last)
-        ):
-            _report_centre(sess, worker, step)
-        if task.is_chief and step % config.save_checkpoint_steps == 0 and not last:
-            export.save_checkpoint(sess, g, config.model_dir)
+        # All that the step calls on the parameter servers: the step, reports, a save.
+        with worker.stall.step(state.step):
+            loss, _ = sess.run([g.loss, g.train_op], {g.images: x, g.labels: y})
+            window.losses.append(loss)
+            state.step += 1
+            step, last = state.step, state.step == config.steps
+            if step % config.log_every_steps == 0 or last:
+                window = _report_progress(sess, worker, step, window)
+            if (
+                task.is_chief
+                and config.eval_every_steps
+                and (step % config.eval_every_steps == 0 or last)
+            ):
+                _report_centre(sess, worker, step)
+            if task.is_chief and step % config.save_checkpoint_steps == 0 and not last:
+                export.save_checkpoint(sess, g, config.model_dir)
 
 
 def _report_progress(sess, worker, step, window):
