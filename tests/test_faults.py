@@ -265,13 +265,16 @@ def test_a_frozen_ps_holds_the_workers_until_it_runs_again(tmp_path):
         progress = job.of(name, "progress")
         assert not [e for e in progress if frozen + 0.5 < e["time"] < resumed]
         assert min(e["time"] for e in progress if e["time"] >= resumed) < resumed + 60
-        # Each said so once, STALL_REPORT_SECS into its step (plus a probe and a poll),
-        # the ps still taking connections; and again when its step went on.
-        [stalled] = job.of(name, "stalled")
-        assert frozen + STALL_REPORT_SECS - 0.5 < stalled["time"] < frozen + STALL_REPORT_SECS + 3
-        assert stalled["unreachable"] == []
-        [went_on] = job.of(name, "resumed")
-        assert went_on["time"] >= resumed
+        # Each said so, STALL_REPORT_SECS into its step (plus a probe and a poll), the ps
+        # still taking connections; and again when its step went on. (A later step may
+        # stall as well while a connection's retransmission backs off.)
+        stalled = job.of(name, "stalled")
+        assert frozen + STALL_REPORT_SECS - 0.5 < stalled[0]["time"]
+        assert stalled[0]["time"] < frozen + STALL_REPORT_SECS + 3
+        assert all(e["unreachable"] == [] for e in stalled)
+        went_on = job.of(name, "resumed")
+        assert [e["step"] for e in went_on] == [e["step"] for e in stalled]
+        assert went_on[0]["time"] >= resumed
     # The ps kept the centre: the chief never restored it, and no exchange was lost or
     # counted twice unless a worker started a new session after the pause (one each).
     assert all(e["restored_from"] is None for e in job.of("worker 0", "started"))

@@ -316,11 +316,12 @@ def test_a_worker_cut_off_for_a_while_says_so_and_goes_on_when_its_link_is_back(
     # Cut off, worker 1 made no progress: each report reads global_step on the ps. (Its
     # last report before the cut may be written up to 0.5 s after it.)
     assert not [e for e in of("progress", "worker 1") if cut + 0.5 < e["time"] < restored]
-    # It said so: one report, STALL_REPORT_SECS into its step, a probe (<= 1 s) and a poll
-    # (0.5 s) later, naming the ps as unreachable.
-    [stalled] = of("stalled", "worker 1")
-    assert cut + STALL_REPORT_SECS - 0.5 < stalled["time"] < cut + STALL_REPORT_SECS + 3
-    assert stalled["unreachable"] == [f"{network.address('ps0')}:{PORT}"]
+    # It said so: STALL_REPORT_SECS into its step, a probe (<= 1 s) and a poll (0.5 s)
+    # later, naming the ps as unreachable. (A later step may stall too, after the link is
+    # back, while another connection's retransmission backs off: seen once, 11 s.)
+    stalled = of("stalled", "worker 1")
+    assert cut + STALL_REPORT_SECS - 0.5 < stalled[0]["time"] < cut + STALL_REPORT_SECS + 3
+    assert stalled[0]["unreachable"] == [f"{network.address('ps0')}:{PORT}"]
     assert not of("stalled", "worker 0")  # The chief never needs worker 1.
     assert summary["test_accuracy"] > 0.85  # 0.96-0.98 in the runs here; chance is 0.1.
     if not of("done", "worker 1"):
@@ -342,8 +343,9 @@ def test_a_worker_cut_off_for_a_while_says_so_and_goes_on_when_its_link_is_back(
     # seconds of backoff), or failed then and a new session started from the centre;
     # either way it said so and finished, and the chief counted its steps.
     assert lost_code == 0
-    [went_on] = of("resumed", "worker 1")
-    assert restored <= went_on["time"] <= resumed < restored + 60
+    went_on = of("resumed", "worker 1")  # One for each stalled step.
+    assert [e["step"] for e in went_on] == [e["step"] for e in stalled]
+    assert restored <= went_on[0]["time"] <= resumed < restored + 60
     assert of("done", "worker 1")[0]["steps"] == STEPS
     assert summary["local_steps"] == {"0": STEPS, "1": STEPS}
     assert not of("warning", "worker 0")

@@ -181,6 +181,8 @@ def test_malformed_flags_are_rejected_by_the_parser(parse, args, message):
         (["--rho=-1"], {}, "--rho=-1.0: must be >= 0"),
         (["--rho=nan"], {}, "--rho=nan: must be >= 0"),
         (["--timeout_secs=inf"], {}, "--timeout_secs=inf: must be a finite number"),
+        (["--stall_report_secs=0"], {}, "--stall_report_secs=0.0: must be a number > 0"),
+        (["--stall_report_secs=nan"], {}, "--stall_report_secs=nan: must be a number > 0"),
         (["--job_name=worker", "--ps_hosts=localhost", f"--worker_hosts={W0}"], {},
          "--ps_hosts='localhost': address 'localhost' is not of the form host:port"),
         (["--job_name=worker", f"--ps_hosts={PS}", "--worker_hosts=a:1,,b:2"], {},
