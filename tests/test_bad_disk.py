@@ -728,7 +728,9 @@ def test_a_truncated_latest_checkpoint_falls_back_end_to_end(trained_dir, tmp_pa
         events = [progress.parse_event(line) for line in log]
     started = next(e for e in events if e and e["event"] == "started")
     assert started["restored_from"] == os.path.basename(previous)
-    assert started["restored_global_step"] == checkpoints.checkpoint_step(previous)
+    # global_step is read right after the restore; worker 1 may exchange in between (TF 2.15
+    # in CI read 9 after restoring model.ckpt-8), so the checkpoint's step is a lower bound.
+    assert started["restored_global_step"] >= checkpoints.checkpoint_step(previous)
     assert os.path.exists(_data_file(latest) + ".unusable")
 
 
