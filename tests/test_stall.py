@@ -109,3 +109,89 @@ def test_the_events_read_as_text():
     assert "they take connections but do not answer: a frozen or overloaded process?" in frozen
     resumed = {"event": "resumed", "task": "worker 1", "step": 230, "secs": 41.25}
     assert progress.format_event(resumed) == "worker 1: local step 230 went on after 41.2 s"
+
+
+REJOIN_AFTER_SECS = 0.2
+
+
+class _Link:
+    """Stands in for `stall._accepts`: no connection while `cut`, then connections again."""
+
+    def __init__(self):
+        self.cut = False
+
+    def accepts(self, address):
+        del address  # Every ps is behind the same link.
+        return not self.cut
+
+
+def _rejoining_watch(reporter, link, monkeypatch, rejoins):
+    monkeypatch.setattr(stall, "_accepts", link.accepts)
+    return stall.StallWatch(
+        reporter,
+        AFTER_SECS,
+        ["10.0.0.1:2222"],
+        poll_secs=POLL_SECS,
+        rejoin=lambda: rejoins.append(time.monotonic()),
+        rejoin_after_secs=REJOIN_AFTER_SECS,
+    )
+
+
+def test_a_step_still_stuck_after_the_link_is_back_rejoins(monkeypatch):
+    reporter, link, rejoins = _Reporter(), _Link(), []
+    watch = _rejoining_watch(reporter, link, monkeypatch, rejoins)
+    try:
+        link.cut = True
+        with watch.step(5):
+            time.sleep(0.4)  # Reported at 0.2 s, the ps unreachable.
+            link.cut = False
+            back = time.monotonic()
+            time.sleep(0.5)  # Still waiting REJOIN_AFTER_SECS (0.2 s) later: rejoin.
+    finally:
+        watch.close()
+    stalled, rejoining, _ = reporter.events
+    assert stalled["event"] == "stalled" and stalled["unreachable"] == ["10.0.0.1:2222"]
+    assert rejoining["event"] == "rejoining" and rejoining["step"] == 5
+    # The link came back at 0.4 s; a poll (20 ms) sees it, REJOIN_AFTER_SECS later another
+    # poll calls `rejoin`, once.
+    assert REJOIN_AFTER_SECS <= rejoining["back_secs"] < REJOIN_AFTER_SECS + 0.1
+    assert len(rejoins) == 1
+    assert REJOIN_AFTER_SECS <= rejoins[0] - back < REJOIN_AFTER_SECS + 0.15
+
+
+def test_a_step_that_goes_on_once_the_link_is_back_stays(monkeypatch):
+    reporter, link, rejoins = _Reporter(), _Link(), []
+    watch = _rejoining_watch(reporter, link, monkeypatch, rejoins)
+    try:
+        link.cut = True
+        with watch.step(5):
+            time.sleep(0.4)
+            link.cut = False
+            time.sleep(0.1)  # Goes on within REJOIN_AFTER_SECS of the link coming back.
+        time.sleep(0.3)
+    finally:
+        watch.close()
+    assert [e["event"] for e in reporter.events] == ["stalled", "resumed"]
+    assert rejoins == []
+
+
+def test_a_step_on_a_frozen_ps_waits_without_rejoining(monkeypatch):
+    # The ps takes connections all along (a frozen process): its step goes on by itself.
+    reporter, link, rejoins = _Reporter(), _Link(), []
+    watch = _rejoining_watch(reporter, link, monkeypatch, rejoins)
+    try:
+        with watch.step(9):
+            time.sleep(0.8)
+    finally:
+        watch.close()
+    assert [e["event"] for e in reporter.events] == ["stalled", "resumed"]
+    assert reporter.events[0]["unreachable"] == []
+    assert rejoins == []
+
+
+def test_rejoining_reads_as_text():
+    event = {"event": "rejoining", "task": "worker 1", "step": 230, "secs": 27.5, "back_secs": 5.2}
+    assert progress.format_event(event) == (
+        "worker 1: local step 230 still waits 5.2 s after the parameter servers took "
+        "connections again (27.5 s in all); restarting this process to rejoin from the centre"
+    )

@@ -167,7 +167,9 @@ def test_a_job_trains_exports_and_evaluates_the_centre(tmp_path, synchronous, ov
         reports = [e for e in job.events[name] if e["event"] == "progress"]
         assert [e["step"] for e in reports] == [20, 40, 60]
         assert all(np.isfinite(e["distance"]) and e["distance"] >= 0 for e in reports)
-    assert _kinds(job.events["worker 1"])[-1] == "done"
+    # Worker 1 then waited for the chief to end the job (it ends with no event).
+    assert _kinds(job.events["worker 1"])[-2:] == ["done", "waiting"]
+    assert job.events["worker 1"][-1]["what"] == "the chief to end the job"
     assert _kinds(job.events["worker 0"])[-1] == "summary"
     assert [e["step"] for e in job.events["worker 0"] if e["event"] == "centre"] == [30, 60]
     assert _kinds(job.events["ps 0"]) == ["serving", "stopped"]
@@ -223,7 +225,8 @@ def test_the_chief_exports_anyway_when_a_worker_never_finishes(tmp_path):
     job = run_job(_config(tmp_path, steps=20, timeout_secs=3.0), run_workers=[0])
     assert job.errors == {}
     summary = job.results["worker 0"]
-    assert summary["local_steps"] == {"0": 20}
+    assert summary["local_steps"] == {"0": 20, "1": 0}  # The ledger's counts.
+    assert summary["unfinished_workers"] == [1]
     assert summary["exchanges"] == 4  # 20 / tau, from worker 0 only.
     warnings = [e["message"] for e in job.events["worker 0"] if e["event"] == "warning"]
     assert warnings == ["workers [1] did not finish within 3 s; exporting the centre as it is"]

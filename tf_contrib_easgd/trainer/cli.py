@@ -185,6 +185,7 @@ flags.DEFINE_enum(
 def run_task(plan, started_at, progress_format):
     """Runs the one task of `plan` in this process; returns the exit code."""
     # Imported here: only a task needs TensorFlow, the local launcher does not.
+    from tf_contrib_easgd.trainer import stall  # noqa: PLC0415
     from tf_contrib_easgd.trainer import task as task_runner  # noqa: PLC0415
 
     if not FLAGS["verbosity"].present:
@@ -192,7 +193,11 @@ def run_task(plan, started_at, progress_format):
         absl_logging.set_verbosity(absl_logging.WARNING)
     reporter = progress.Reporter(plan.task.name, progress_format)
     try:
-        task_runner.run(plan.task, plan.config, reporter, started_at)
+        # A worker whose step stays stuck on a partition after the link is back restarts
+        # itself, and resumes from the centre (`stall.StallWatch`).
+        task_runner.run(
+            plan.task, plan.config, reporter, started_at, rejoin=stall.restart_this_process
+        )
     except (TimeoutError, files.SaveError) as error:
         print(f"easgd-train: {plan.task.name}: error: {error}", file=sys.stderr, flush=True)
         return EXIT_FAILED

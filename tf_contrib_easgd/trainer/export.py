@@ -156,7 +156,7 @@ def write_job_summary(worker, outcome, state):
 
     Args:
         worker: the chief's `worker.Worker`.
-        outcome: its `worker.Outcome`.
+        outcome: its `finish.Outcome`.
         state: its `worker.TrainState`.
 
     Returns:
@@ -184,9 +184,10 @@ def write_job_summary(worker, outcome, state):
         "num_ps": task.num_ps,
         "num_workers": task.num_workers,
         "local_steps": dict(sorted(outcome.local_steps.items(), key=lambda item: int(item[0]))),
+        "unfinished_workers": outcome.missing,
         "exchanges": outcome.exchanges,
         "chief_train_secs": state.train_secs,
-        "chief_steps_per_sec": state.step / max(state.train_secs, 1e-9),
+        "chief_steps_per_sec": state.steps_taken / max(state.train_secs, 1e-9),
         "chief_recoveries": state.recoveries,
         "chief_secs": time.monotonic() - worker.started_at,
         "model_dir": config.model_dir,

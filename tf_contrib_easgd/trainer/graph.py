@@ -15,7 +15,7 @@ from tf_contrib_easgd import (
     ElasticAverageOptimizer,
     TrainingCompletion,
 )
-from tf_contrib_easgd.trainer import models
+from tf_contrib_easgd.trainer import ledger, models
 from tf_contrib_easgd.trainer.config import OPTIMIZERS
 
 #: The momentum of the `momentum` and `nesterov` optimizers.
@@ -79,6 +79,7 @@ class WorkerGraph:
     saver: tf.compat.v1.train.Saver
     export_saver: tf.compat.v1.train.Saver
     completion: TrainingCompletion
+    ledger: ledger.WorkLedger
 
     def centre_by_name(self):
         """`{variable name: global centre}`, a fetch whose value `export.centre_digest` takes."""
@@ -114,6 +115,7 @@ def build_worker_graph(task, config, image_shape, num_classes):
             hook = optimizer.make_session_run_hook(task.is_chief, task.task_index)
             distance = getter.elastic_distance()
             centre_eval = _build_centre_evaluation(getter, config.model, image_shape, num_classes)
+            work_ledger = ledger.WorkLedger(task.num_workers, task.task_index)
             saver = tf.compat.v1.train.Saver(
                 sharded=True, max_to_keep=3, save_relative_paths=True, name="checkpoint_saver"
             )
@@ -135,6 +137,7 @@ def build_worker_graph(task, config, image_shape, num_classes):
         saver=saver,
         export_saver=export_saver,
         completion=completion,
+        ledger=work_ledger,
     )
 
 

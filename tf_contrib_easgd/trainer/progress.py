@@ -110,6 +110,11 @@ _TEXT = {
         + "); it goes on when they answer"
     ),
     "resumed": lambda e: f"{e['task']}: local step {e['step']} went on after {e['secs']:.1f} s",
+    "rejoining": lambda e: (
+        f"{e['task']}: local step {e['step']} still waits {e['back_secs']:.1f} s after the "
+        f"parameter servers took connections again ({e['secs']:.1f} s in all); restarting "
+        "this process to rejoin from the centre"
+    ),
     "waiting": lambda e: f"{e['task']}: waiting for {e['what']}",
     "done": lambda e: (
         f"{e['task']}: done, {e['steps']} local steps in {e['secs']:.1f} s "

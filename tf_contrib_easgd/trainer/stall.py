@@ -5,8 +5,13 @@ needs it waits in gRPC, without an error, until the task answers again, and then
 (docs/RELIABILITY.md, "Partitions"). `StallWatch` makes that wait visible: a thread checks
 the step in progress and, once it has waited `after_secs`, reports a "stalled" event that
 says which parameter servers still accept connections; when the step ends, "resumed".
+Given a `rejoin` function (easgd-train's processes pass `restart_this_process`), a step
+still waiting `rejoin_after_secs` after unreachable parameter servers took connections
+again is given up: "rejoining", and the process starts afresh from the centre.
 """
 
+import os
+import sys
 import threading
 import time
 
@@ -14,6 +19,10 @@ from tf_contrib_easgd import wait_until_reachable
 from tf_contrib_easgd.trainer.progress import Reporter
 
 _POLL_SECS = 0.5
+#: How long a stalled step may still wait once the parameter servers it could not reach
+#: take connections again, before `rejoin`. TCP retransmits a lost segment after a backoff
+#: that grows with the cut (11-12 s after a 15 s cut here, up to 2 min).
+REJOIN_AFTER_SECS = 5.0
 
 
 class StallWatch:
@@ -26,19 +35,34 @@ class StallWatch:
         after_secs: how long a step may wait before it is reported, > 0.
         ps_hosts: the parameter servers' `host:port`, probed when a step is reported.
         poll_secs: how often the thread checks the step in progress.
+        rejoin: None, or a function called (from the watch's thread) to give up a stalled
+            step whose unreachable parameter servers take connections again.
+        rejoin_after_secs: how long such a step may still wait before `rejoin`.
     """
 
-    def __init__(self, reporter: Reporter, after_secs, ps_hosts, poll_secs=_POLL_SECS):
+    def __init__(
+        self,
+        reporter: Reporter,
+        after_secs,
+        ps_hosts,
+        poll_secs=_POLL_SECS,
+        rejoin=None,
+        rejoin_after_secs=REJOIN_AFTER_SECS,
+    ):
         if not after_secs > 0:
             raise ValueError(f"after_secs={after_secs!r}: must be > 0.")
         self._reporter = reporter
         self._after_secs = after_secs
         self._ps_hosts = list(ps_hosts)
         self._poll_secs = poll_secs
+        self._rejoin = rejoin
+        self._rejoin_after_secs = rejoin_after_secs
         self._lock = threading.Lock()
         self._started = None  # `time.monotonic()` when the step in progress started.
         self._local_step = 0
         self._reported = False  # The step in progress was reported as stalled.
+        self._cut = False  # A probe during the stalled step found a ps unreachable.
+        self._back = None  # `time.monotonic()` since when every ps took connections again.
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="stall-watch", daemon=True)
         self._thread.start()
@@ -55,6 +79,7 @@ class StallWatch:
     def _begin(self, local_step):
         with self._lock:
             self._started, self._local_step, self._reported = time.monotonic(), local_step, False
+            self._cut, self._back = False, None
 
     def _end(self):
         with self._lock:
@@ -66,21 +91,49 @@ class StallWatch:
     def _watch(self):
         while not self._closed.wait(self._poll_secs):
             with self._lock:
-                started = self._started
+                started, reported = self._started, self._reported
                 due = (
                     started is not None
-                    and not self._reported
+                    and not reported
                     and time.monotonic() - started >= self._after_secs
                 )
                 if due:
                     self._reported = True
             if due:
+                unreachable = [host for host in self._ps_hosts if not _accepts(host)]
+                self._cut = bool(unreachable)
                 self._reporter.event(
                     "stalled",
                     step=self._local_step,
                     secs=time.monotonic() - started,
-                    unreachable=[host for host in self._ps_hosts if not _accepts(host)],
+                    unreachable=unreachable,
                 )
+            elif started is not None and reported and self._rejoin is not None:
+                self._check_link(started)
+
+    def _check_link(self, started):
+        """Probes the parameter servers during a reported step; calls `rejoin` when due."""
+        if not all(_accepts(host) for host in self._ps_hosts):
+            self._cut, self._back = True, None
+            return
+        if not self._cut:
+            return  # A frozen ps takes connections all along: its step goes on by itself.
+        now = time.monotonic()
+        if self._back is None:
+            self._back = now
+        if now - self._back < self._rejoin_after_secs:
+            return
+        with self._lock:
+            if self._started != started:
+                return  # The step has ended meanwhile.
+        self._reporter.event(
+            "rejoining",
+            step=self._local_step,
+            secs=now - started,
+            back_secs=now - self._back,
+        )
+        self._closed.set()
+        self._rejoin()
 
 
 class _Step:
@@ -94,6 +147,17 @@ class _Step:
 
     def __exit__(self, *exc_info):
         self._watch._end()  # noqa: SLF001 - as above.
+
+
+def restart_this_process():
+    """Replaces this process by a new run of its own command line: same pid, same output.
+
+    Every thread, and with them the calls waiting in gRPC, ends; the sockets, which gRPC
+    opens close-on-exec, are closed; the new run starts as a restarted task does.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, sys.orig_argv)
 
 
 def _accepts(address):

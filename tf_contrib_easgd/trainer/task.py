@@ -15,7 +15,7 @@ from tf_contrib_easgd.trainer import checkpoints, worker
 from tf_contrib_easgd.trainer.config import UsageError
 
 
-def run(task, config, reporter, started_at=None):
+def run(task, config, reporter, started_at=None, rejoin=None):
     """Runs `task` until the job is done.
 
     Args:
@@ -23,6 +23,8 @@ def run(task, config, reporter, started_at=None):
         config: the `config.TrainConfig` of the job.
         reporter: the `progress.Reporter` that prints this task's events.
         started_at: `time.monotonic()` when the process started, for the timings.
+        rejoin: for a worker, None or what gives up a step stalled on a partition once
+            the link is back (see `stall.StallWatch`); the process's own restart.
 
     Returns:
         For the chief, the summary dict also written to `summary.json`; otherwise None.
@@ -39,7 +41,7 @@ def run(task, config, reporter, started_at=None):
         return None
     if task.is_chief:
         check_checkpoints(config.model_dir, reporter)
-    return worker.run_worker(task, config, reporter, started_at)
+    return worker.run_worker(task, config, reporter, started_at, rejoin)
 
 
 def check_checkpoints(model_dir, reporter):

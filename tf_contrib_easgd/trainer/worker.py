@@ -20,7 +20,7 @@ from tf_contrib_easgd import (
     train_with_recovery,
     wait_until_reachable,
 )
-from tf_contrib_easgd.trainer import cluster, data, export, files, graph, progress, stall
+from tf_contrib_easgd.trainer import cluster, data, export, files, finish, graph, progress, stall
 from tf_contrib_easgd.trainer.config import TrainConfig
 
 
@@ -47,30 +47,22 @@ class TrainState:
     """What a worker has done so far; it outlives the sessions that recoveries replace."""
 
     step: int = 0
+    session_start: int = 0  # `step` when the session in use was created.
     train_secs: float = 0.0
+    steps_taken: int = 0  # By this process (a restarted worker resumes from the ledger).
     recoveries: int = 0
     restored: dict = dataclasses.field(default_factory=dict)
 
 
-@dataclasses.dataclass(frozen=True)
-class Outcome:
-    """What the chief's last session leaves for the summary.
-
-    Attributes:
-        local_steps: `{str(task_index): local steps}` of the workers that finished.
-        checkpoint: the path prefix of the final checkpoint.
-        export_path: the path prefix of the exported centre.
-        exchanges: `global_step` at the end, the number of exchanges of all workers.
-    """
-
-    local_steps: dict
-    checkpoint: str
-    export_path: str
-    exchanges: int
-
-
-def run_worker(task, config, reporter, started_at):
+def run_worker(task, config, reporter, started_at, rejoin=None):
     """Trains worker `task.task_index`; the chief also exports and evaluates the centre.
+
+    Args:
+        task: the `cluster.TaskConfig` of this worker.
+        config: the `TrainConfig` of the job.
+        reporter: the `progress.Reporter` of this worker.
+        started_at: `time.monotonic()` when the process started.
+        rejoin: passed to `stall.StallWatch`: None, or the restart of this process.
 
     Returns:
         For the chief, the summary dict; otherwise None.
@@ -103,7 +95,7 @@ def run_worker(task, config, reporter, started_at):
             files.events_dir(config.model_dir, task.task_index),
             graph=g.graph if task.is_chief else None,
         )
-        watch = stall.StallWatch(reporter, config.stall_report_secs, task.ps_hosts)
+        watch = stall.StallWatch(reporter, config.stall_report_secs, task.ps_hosts, rejoin=rejoin)
         worker = Worker(
             task, config, server, session_config, g, dataset, images, labels, reporter,
             writer, started_at, watch,
@@ -112,7 +104,8 @@ def run_worker(task, config, reporter, started_at):
         outcome = _train_with_recovery(worker, state)
         watch.close()
         writer.close()
-        _end_job(worker, state)
+        if task.is_chief:  # Its last session is closed: the final checkpoint is written.
+            g.completion.stop_parameter_servers(server.target, config=session_config)
     if not task.is_chief:
         return None
     summary = export.write_job_summary(worker, outcome, state)
@@ -139,46 +132,37 @@ def _train_with_recovery(worker, state):
     )
 
 
-def _end_job(worker, state):
-    """Ends the job for this worker, after its last session.
-
-    The chief (which has exported the centre) stops the parameter servers; another worker
-    reports to the chief that it is done, in a session of its own.
-    """
-    g, task = worker.g, worker.task
-    if task.is_chief:
-        g.completion.stop_parameter_servers(worker.server.target, config=worker.session_config)
-        return
-    with tf.compat.v1.Session(
-        worker.server.target, graph=g.graph, config=worker.session_config
-    ) as raw:
-        g.completion.finish(raw, state.step)
-
-
 def _run_session(worker, state):
-    """Trains in one `MonitoredSession` until `config.steps`; the chief then exports.
+    """Trains in one `MonitoredSession` until `config.steps`, then ends the job
+    (`finish`); back to training when a new session finds fewer steps in the ledger.
 
     Returns:
-        For the chief, the `Outcome`; else None.
+        For the chief, the `finish.Outcome`; else None.
     """
     creator = _RecoveryReporter(_session_creator(worker, state), worker, state)
     with tf.compat.v1.train.MonitoredSession(
         session_creator=creator, hooks=[worker.g.hook, _StartReporter(worker, state)]
     ) as sess:
-        train_started = time.monotonic()
-        try:
-            _train(sess, worker, state)
-        finally:
-            state.train_secs += time.monotonic() - train_started
-        worker.reporter.event(
-            "done",
-            steps=state.step,
-            secs=state.train_secs,
-            steps_per_sec=state.step / max(state.train_secs, 1e-9),
-        )
-        if not worker.task.is_chief:
-            return None
-        return _finish_as_chief(sess, worker, state)
+        while True:
+            train_started = time.monotonic()
+            try:
+                _train(sess, worker, state)
+            finally:
+                state.train_secs += time.monotonic() - train_started
+            worker.reporter.event(
+                "done",
+                steps=state.step,
+                secs=state.train_secs,
+                steps_per_sec=state.steps_taken / max(state.train_secs, 1e-9),
+            )
+            if sess.should_stop():  # No hook of the trainer asks for it.
+                raise RuntimeError(f"the session stopped at local step {state.step}")
+            if worker.task.is_chief:
+                outcome = finish.finish_as_chief(sess, worker, state)
+                if outcome is not None:
+                    return outcome
+            elif finish.wait_for_end(sess, worker, state):
+                return None
 
 
 def _session_creator(worker, state):
@@ -207,30 +191,6 @@ def _session_creator(worker, state):
         config=worker.session_config,
         checkpoint_dir=config.model_dir,
     )
-
-
-def _finish_as_chief(sess, worker, state):
-    """Waits for the other workers' reports, then checkpoints and exports the centre.
-
-    Returns:
-        The `Outcome`.
-    """
-    g, task, config, reporter = worker.g, worker.task, worker.config, worker.reporter
-    others = task.num_workers - 1
-    if others:
-        reporter.event("waiting", what=f"{others} other worker(s) to finish")
-    finished = g.completion.finish(sess, state.step, timeout_secs=config.timeout_secs)
-    if finished.missing:
-        reporter.event(
-            "warning",
-            message=f"workers {finished.missing} did not finish within "
-            f"{config.timeout_secs:g} s; exporting the centre as it is",
-        )
-    local_steps = {str(index): steps for index, steps in finished.local_steps.items()}
-    local_steps[str(task.task_index)] = state.step
-    checkpoint = export.save_checkpoint(sess, g, config.model_dir)
-    export_path = export.export_centre(sess, g, config.model_dir)
-    return Outcome(local_steps, checkpoint, export_path, int(sess.run(g.global_step)))
 
 
 def _record_centre_set_up(session, how, checkpoint, g, state):
@@ -282,7 +242,8 @@ class _RecoveryReporter(tf.compat.v1.train.SessionCreator):
 
 
 class _StartReporter(tf.compat.v1.train.SessionRunHook):
-    """Reports "started" after each session creation (after the EASGD hook's start-up)."""
+    """After each session creation (after the EASGD hook's start-up), takes this worker's
+    count of steps from the ledger, which goes with the centre, and reports "started"."""
 
     def __init__(self, worker, state):
         self._worker = worker
@@ -290,7 +251,9 @@ class _StartReporter(tf.compat.v1.train.SessionRunHook):
 
     def after_create_session(self, session, coord):
         del coord  # Unused.
-        self._worker.reporter.event("started", **_start_report(session, self._worker, self._state))
+        state = self._state
+        state.step = state.session_start = self._worker.g.ledger.own_steps(session)
+        self._worker.reporter.event("started", **_start_report(session, self._worker, state))
 
 
 def _start_report(session, worker, state):
@@ -348,7 +311,13 @@ def _train(sess, worker, state):
             loss, _ = sess.run([g.loss, g.train_op], {g.images: x, g.labels: y})
             window.losses.append(loss)
             state.step += 1
+            state.steps_taken += 1
             step, last = state.step, state.step == config.steps
+            saving = task.is_chief and step % config.save_checkpoint_steps == 0 and not last
+            # The ledger counts the steps the centre has seen: those up to an exchange.
+            exchanged = (step - state.session_start) % config.communication_period == 0
+            if exchanged or last or saving:
+                g.ledger.record(sess, step)
             if step % config.log_every_steps == 0 or last:
                 window = _report_progress(sess, worker, step, window)
             if (
@@ -357,7 +326,7 @@ def _train(sess, worker, state):
                 and (step % config.eval_every_steps == 0 or last)
             ):
                 _report_centre(sess, worker, step)
-            if task.is_chief and step % config.save_checkpoint_steps == 0 and not last:
+            if saving:
                 export.save_checkpoint(sess, g, config.model_dir)
 
 

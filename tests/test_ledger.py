@@ -1,0 +1,70 @@
+"""easgd-train's work ledger (tf_contrib_easgd/trainer/ledger.py) on in-process servers.
+
+Two workers build the same ledger in their own graphs; what one writes on ps 0 the other
+reads, and a checkpoint holds it. The end-to-end behaviour (restarts resume from the
+counts) is tested in tests/test_faults.py.
+"""
+
+import pytest
+import tensorflow as tf
+
+from tf_contrib_easgd.trainer import ledger
+
+pytestmark = pytest.mark.cluster
+
+NUM_WORKERS = 2
+
+
+def _ledger(cluster, index, container):
+    """(graph, WorkLedger, init op) of worker `index`, its state in `container`."""
+    graph = tf.Graph()
+    with (
+        graph.as_default(),
+        tf.compat.v1.device(f"/job:worker/task:{index}"),
+        tf.compat.v1.container(container),
+    ):
+        work = ledger.WorkLedger(NUM_WORKERS, index)
+        init = tf.compat.v1.global_variables_initializer()
+    return graph, work, init
+
+
+def test_counts_and_the_end_of_the_job_are_shared_through_ps_0(world, cluster, container):
+    del world  # Both variable worlds.
+    graphs = [_ledger(cluster, index, container) for index in range(NUM_WORKERS)]
+    sessions = [
+        tf.compat.v1.Session(cluster.target(index), graph=graphs[index][0])
+        for index in range(NUM_WORKERS)
+    ]
+    (_, chief, init), (_, other, _) = graphs
+    with sessions[0] as chief_session, sessions[1] as other_session:
+        chief_session.run(init)
+        # A new job: every count 0, not done, nobody has acknowledged.
+        assert other.all_steps(other_session) == [0, 0]
+        assert other.read_end(other_session) == (False, [False, False])
+        chief.record(chief_session, 30)
+        other.record(other_session, 20)
+        other.record(other_session, 40)  # A count is overwritten, not added to.
+        assert chief.all_steps(chief_session) == [30, 40]
+        assert (chief.own_steps(chief_session), other.own_steps(other_session)) == (30, 40)
+        chief.end_job(chief_session)
+        assert other.read_end(other_session) == (True, [False, False])
+        other.acknowledge(other_session)
+        assert chief.read_end(chief_session) == (True, [False, True])
+
+
+def test_a_checkpoint_holds_the_counts(world, cluster, container, tmp_path):
+    del world  # Both variable worlds.
+    graph, work, init = _ledger(cluster, 0, container)
+    with graph.as_default():
+        saver = tf.compat.v1.train.Saver()
+    with tf.compat.v1.Session(cluster.target(0), graph=graph) as session:
+        session.run(init)
+        work.record(session, 700)
+        path = saver.save(session, str(tmp_path / "model.ckpt"))
+        work.record(session, 900)
+        saver.restore(session, path)
+        assert work.all_steps(session) == [700, 0]
+    reader = tf.train.load_checkpoint(path)
+    names = set(reader.get_variable_to_shape_map())
+    assert {"easgd_train/local_steps", "easgd_train/job_done", "easgd_train/acknowledged"} <= names
+    assert list(reader.get_tensor("easgd_train/local_steps")) == [700, 0]

@@ -1,0 +1,87 @@
+"""The job's account of its work, kept on ps 0 beside the centre and checkpointed with it.
+
+`WorkLedger` holds each worker's local steps as the centre last saw them (written at each
+of its exchanges), and the flag with which the chief ends the job. A worker restarted, or
+sent back by a parameter server restored from a checkpoint, resumes from its count there,
+so a job's local steps are what was asked whatever restarts happened. See docs/DESIGN.md,
+"Work asked is work done".
+"""
+
+import tensorflow as tf
+
+#: The name scope of the ledger's variables (and so their names in checkpoints).
+SCOPE = "easgd_train"
+
+
+class WorkLedger:
+    """Variables on the first parameter server: local steps per worker, the end of the job.
+
+    Every worker builds the same ledger in its graph. It is made of global variables, so
+    the chief initialises it with the centre, its checkpoints hold it, and a restore brings
+    back the counts that go with the restored centre.
+
+    - `local_steps[i]`: the local steps of worker i whose exchanges reached the centre.
+    - `job_done`: set by the chief once its final checkpoint and export are written.
+    - `acknowledged[i]`: set by worker i when it has seen `job_done`, so the chief stops
+      the parameter servers only after the others know the job is over.
+    """
+
+    def __init__(self, num_workers, task_index, ps_device="/job:ps/task:0"):
+        """Builds the variables and the ops of worker `task_index` in the default graph.
+
+        Args:
+            num_workers: the number of workers in the job.
+            task_index: this worker's index.
+            ps_device: where the variables live.
+        """
+        self._task_index = task_index
+        with tf.compat.v1.device(ps_device), tf.compat.v1.variable_scope(SCOPE):
+            self.local_steps = tf.compat.v1.get_variable(
+                "local_steps", [num_workers], tf.int64, tf.zeros_initializer(), trainable=False
+            )
+            self.job_done = tf.compat.v1.get_variable(
+                "job_done", [], tf.bool, tf.zeros_initializer(), trainable=False
+            )
+            self.acknowledged = tf.compat.v1.get_variable(
+                "acknowledged", [num_workers], tf.bool, tf.zeros_initializer(), trainable=False
+            )
+        with tf.name_scope(f"{SCOPE}_ops"):
+            self._steps = tf.compat.v1.placeholder(tf.int64, [], name="steps")
+            self._record = tf.compat.v1.scatter_update(
+                self.local_steps, [task_index], tf.reshape(self._steps, [1])
+            ).op
+            self._end_job = tf.compat.v1.assign(self.job_done, True).op
+            self._acknowledge = tf.compat.v1.scatter_update(
+                self.acknowledged, [task_index], [True]
+            ).op
+            self._own_steps = tf.identity(self.local_steps[task_index], name="own_steps")
+            self._read_steps = tf.identity(self.local_steps, name="all_steps")
+            self._read_end = (
+                tf.identity(self.job_done, name="job_done"),
+                tf.identity(self.acknowledged, name="acknowledged"),
+            )
+
+    def own_steps(self, session):
+        """This worker's local steps as the ledger holds them."""
+        return int(session.run(self._own_steps))
+
+    def all_steps(self, session):
+        """Every worker's local steps, a list indexed by task index."""
+        return [int(steps) for steps in session.run(self._read_steps)]
+
+    def record(self, session, steps):
+        """Writes this worker's count of local steps."""
+        session.run(self._record, {self._steps: steps})
+
+    def end_job(self, session):
+        """On the chief: says that the job is over."""
+        session.run(self._end_job)
+
+    def acknowledge(self, session):
+        """On another worker: says that it has seen the end of the job."""
+        session.run(self._acknowledge)
+
+    def read_end(self, session):
+        """`(job_done, [acknowledged of each worker])`."""
+        done, acknowledged = session.run(self._read_end)
+        return bool(done), [bool(value) for value in acknowledged]
