@@ -34,7 +34,7 @@ import pytest
 import tensorflow as tf
 from processes import child_env, easgd_train_tasks
 
-from tf_contrib_easgd import _tf_config
+from tf_contrib_easgd import tf_config
 from tf_contrib_easgd.trainer import (
     checkpoints,
     cluster,
@@ -564,8 +564,8 @@ def test_a_free_port_passes_also_with_connections_in_time_wait():
     ("task_json", "message"),
     [
         ({"type": "worker", "index": 3},
-         r"TF_CONFIG task.index=3: cluster.worker has 2 task\(s\), so the index must be an "
-         r"integer in \[0, 2\)"),
+         r"TF_CONFIG task.index=3: cluster.worker has 2 task\(s\), so the index must be in "
+         r"\[0, 2\)"),
         ({"type": "chief", "index": 0},
          "TF_CONFIG task.type='chief': the cluster has no 'chief' task"),
     ],
@@ -573,7 +573,7 @@ def test_a_free_port_passes_also_with_connections_in_time_wait():
 def test_the_estimator_session_config_rejects_a_task_outside_its_cluster(task_json, message):
     text = json.dumps({"cluster": {"worker": ["h:1", "h:2"], "ps": ["h:3"]}, "task": task_json})
     with pytest.raises(ValueError, match=message):
-        _tf_config.session_config(text)
+        tf_config.session_config(text)
 
 
 # --- A full disk during a save ---------------------------------------------------------------

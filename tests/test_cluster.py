@@ -5,6 +5,7 @@ import json
 import pytest
 import tensorflow as tf
 
+from tf_contrib_easgd import cluster_resolver
 from tf_contrib_easgd.trainer import cluster
 from tf_contrib_easgd.trainer.cluster import ClusterConfigError
 
@@ -66,7 +67,7 @@ def test_cluster_spec():
     ],
 )
 def test_parse_hosts(value, expected):
-    assert cluster.parse_hosts(value, "--ps_hosts") == expected
+    assert cluster_resolver.parse_hosts(value, "--ps_hosts") == expected
 
 
 @pytest.mark.parametrize(
@@ -85,7 +86,7 @@ def test_parse_hosts(value, expected):
 )
 def test_parse_hosts_rejects_malformed_lists_naming_flag_and_value(value, message):
     with pytest.raises(ClusterConfigError, match=message) as caught:
-        cluster.parse_hosts(value, "--worker_hosts")
+        cluster_resolver.parse_hosts(value, "--worker_hosts")
     assert str(caught.value).startswith(f"--worker_hosts={value!r}")
 
 
@@ -142,20 +143,31 @@ def test_tf_config_without_chief_keeps_worker_indices():
         ("{not json", r"TF_CONFIG='\{not json' is not valid JSON"),
         ("[]", "expected an object with a 'cluster' object"),
         ('{"task": {}}', "expected an object with a 'cluster' object"),
-        (_tf_config({"type": "worker"}, worker=[W0], ps=[PS], master=["m:1"]),
-         r"TF_CONFIG cluster has job\(s\) \['master'\]"),
+        (_tf_config({"type": "worker"}, worker=[W0], ps=[PS], trainer=["m:1"]),
+         r"TF_CONFIG cluster has job\(s\) \['trainer'\]; the task types are \['chief', "
+         r"'evaluator', 'master', 'ps', 'worker'\]"),
+        (_tf_config({"type": "worker"}, worker=[W0], ps=[PS], chief=["c:1"], master=["m:1"]),
+         r"TF_CONFIG cluster \{'chief': \['c:1'\], 'master': \['m:1'\]\}: at most one chief"),
+        (json.dumps({"sparseCluster": {"ps": [PS], "worker": {"1": W1}},
+                     "task": {"type": "worker", "index": 1}}),
+         "TF_CONFIG has a 'sparseCluster' and no 'cluster' .* set enableDynamicWorker: false"),
+        (json.dumps({"cluster": {"worker": [W0], "ps": [PS]}, "rpc_layer": "grpc+verbs"}),
+         r"TF_CONFIG rpc_layer='grpc\+verbs': the tasks' servers speak 'grpc' only"),
         (_tf_config({"type": "worker"}, worker=W0, ps=[PS]),
          "TF_CONFIG cluster.worker='w0.example.com:2222': expected a list"),
         (_tf_config({"type": "worker"}, worker=["w0"], ps=[PS]),
          "TF_CONFIG cluster.worker=.*address 'w0' is not of the form host:port"),
         (_tf_config({"type": "worker"}, worker=[W0]), "TF_CONFIG cluster has no 'ps' task"),
-        (_tf_config({"type": "ps"}, ps=[PS]), "TF_CONFIG cluster has no 'chief' or 'worker'"),
+        (_tf_config({"type": "ps"}, ps=[PS]),
+         "TF_CONFIG cluster has no 'chief', 'master' or 'worker' task"),
         (_tf_config({"type": "chief"}, chief=[W0, W1], ps=[PS]), "at most one chief"),
         (_tf_config({"type": "worker"}, worker=[W0, W0], ps=[PS]), "listed twice"),
         (json.dumps({"cluster": {"worker": [W0], "ps": [PS]}}), "TF_CONFIG task=None"),
         (_tf_config({"type": "evaluator", "index": 0}, worker=[W0], ps=[PS]),
-         "TF_CONFIG task.type='evaluator': easgd-train runs the types"),
-        (_tf_config({"type": "Worker"}, worker=[W0], ps=[PS]), "task.type='Worker'"),
+         r"TF_CONFIG task.type='evaluator': an EASGD job runs the types \['chief', 'master', "
+         r"'ps', 'worker'\]; it has no evaluator \(the chief evaluates the centre\)"),
+        (_tf_config({"type": "Worker"}, worker=[W0], ps=[PS]),
+         r"TF_CONFIG task.type='Worker': the task types are \['chief', 'evaluator', "),
         (_tf_config({"type": "worker", "index": "0"}, worker=[W0], ps=[PS]),
          "TF_CONFIG task.index='0': expected an integer"),
         (_tf_config({"type": "worker", "index": 1}, worker=[W0], ps=[PS]),
@@ -164,6 +176,7 @@ def test_tf_config_without_chief_keeps_worker_indices():
         (_tf_config({"type": "worker", "index": 3}, chief=[W0], worker=[W1, W2], ps=[PS]),
          r"TF_CONFIG task.index=3: cluster.worker has 2 task\(s\), so the index must be in "
          r"\[0, 2\)"),
+        ("", "TF_CONFIG is not set"),
         (_tf_config({"type": "chief", "index": 0}, worker=[W0, W1], ps=[PS]),
          r"TF_CONFIG task.type='chief': the cluster has no 'chief' task \(cluster.chief is "
          r"missing or empty; it has \['ps', 'worker'\]\)"),

@@ -2,9 +2,10 @@
 
 A drop-in replacement for `tf.contrib.opt.ElasticAverageOptimizer` and
 `tf.contrib.opt.ElasticAverageCustomGetter`, built on `tf.compat.v1`, with the pieces a
-between-graph job needs to start, end and recover. The names below load their module,
-and TensorFlow with it, when first used: `import tf_contrib_easgd` alone, and the
-command-line tools' `--help`, import no TensorFlow. docs/DESIGN.md shows how the parts fit.
+between-graph job needs to find its cluster (flags, TF_CONFIG, a Slurm job step), start,
+end and recover. The names below load their module, and TensorFlow with it, when first
+used: `import tf_contrib_easgd` alone, and the command-line tools' `--help`, import no
+TensorFlow. docs/DESIGN.md shows how the parts fit.
 """
 
 import importlib
@@ -29,6 +30,11 @@ _PUBLIC = {
     "TrainingCompletion": "completion",
     "serve_until_done": "completion",
     "stop_parameter_servers": "completion",
+    "ClusterConfigError": "cluster_resolver",
+    "ClusterTask": "cluster_resolver",
+    "cluster_from_hosts": "cluster_resolver",
+    "cluster_from_slurm": "slurm",
+    "cluster_from_tf_config": "tf_config",
     "is_recoverable_error": "recovery",
     "train_with_recovery": "recovery",
     "wait_until_reachable": "recovery",
@@ -38,6 +44,8 @@ __all__ = [
     "__version__",
     "CentreKeepingScaffold",
     "CentreWaitingSessionCreator",
+    "ClusterConfigError",
+    "ClusterTask",
     "ElasticAverageCustomGetter",
     "ElasticAverageOptimizer",
     "ElasticAverageOptimizerHook",
@@ -49,6 +57,9 @@ __all__ = [
     "MonitoredTrainingSession",
     "TrainingCompletion",
     "centre_readiness_tensor",
+    "cluster_from_hosts",
+    "cluster_from_slurm",
+    "cluster_from_tf_config",
     "is_recoverable_error",
     "serve_until_done",
     "stop_parameter_servers",

@@ -10,9 +10,14 @@ raises an ImportError that says what to install.
 import tensorflow as tf
 
 from tf_contrib_easgd._local_steps import StopAtLocalStepHook, exchanges_for
-from tf_contrib_easgd._tf_config import CHIEF_TYPES, WORKER_TYPE, count_workers, session_config
 from tf_contrib_easgd.custom_getter import ElasticAverageCustomGetter
 from tf_contrib_easgd.optimizer import ElasticAverageOptimizer
+from tf_contrib_easgd.tf_config import (
+    TRAINER_TYPES,
+    count_workers,
+    easgd_worker_index,
+    session_config,
+)
 
 __all__ = [
     "ElasticAverageEstimatorHelper",
@@ -138,14 +143,11 @@ class ElasticAverageEstimatorHelper:
             ValueError: if this task does not train (a `ps` or `evaluator` task).
         """
         task_type, task_id = self._config.task_type, self._config.task_id
-        if task_type in CHIEF_TYPES:
-            return 0
-        if task_type == WORKER_TYPE:  # Also the task type of local training (task 0).
-            has_chief = any(job in self._config.cluster_spec.jobs for job in CHIEF_TYPES)
-            return task_id + 1 if has_chief else task_id
+        if task_type in TRAINER_TYPES:  # "worker" is also the task type of local training.
+            return easgd_worker_index(task_type, task_id, self._config.cluster_spec.jobs)
         raise ValueError(
             f"Task {task_type!r} {task_id} does not train: EASGD worker indices exist for "
-            f"the task types {[*CHIEF_TYPES, WORKER_TYPE]} only."
+            f"the task types {list(TRAINER_TYPES)} only."
         )
 
     @property

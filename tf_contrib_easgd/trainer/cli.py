@@ -7,14 +7,16 @@ network namespace where the machine allows one, so that other hosts cannot reach
 ports (TensorFlow's servers have no authentication); --expose_ports opens them. Task
 mode runs one task of a multi-machine job, described by `--job_name --task_index
 --ps_hosts --worker_hosts` or, when those are absent, by the TF_CONFIG environment
-variable (a TF_CONFIG `chief` is worker 0). Every flag is checked before any process
-starts; a bad one ends the program with exit code 2 and a message naming the flag and the
-value.
+variable (a TF_CONFIG `chief` is worker 0), or else by the Slurm job step this process is
+a task of (srun; its first `--ps` tasks are the parameter servers). Every flag is checked
+before any process starts; a bad one ends the program with exit code 2 and a message
+naming the flag and the value.
 
     easgd-train                                   # 1 ps + 2 workers on this machine
     easgd-train --workers=4 --optimizer=adam --model=cnn
     easgd-train --job_name=worker --task_index=1 \\
         --ps_hosts=ps0:2222 --worker_hosts=w0:2222,w1:2222 --model_dir=/shared/run1
+    srun -n 3 easgd-train --ps=1 --model_dir=/shared/run1   # 1 ps + 2 workers on Slurm
 
 Exit codes: 0 done (or the help printed: --help, -h, --helpshort, --helpfull), 1 a task
 failed (a failed save too), 2 bad flags or TF_CONFIG or dataset, or a --model_dir, port or
@@ -50,11 +52,25 @@ flags.DEFINE_enum(
     [LOCAL, TASK],
     "local: start --ps parameter servers and --workers workers on this machine and "
     "supervise them. task: run one task of a multi-machine job, described by --job_name, "
-    "--task_index, --ps_hosts and --worker_hosts or else by TF_CONFIG. Without this flag, "
-    "task mode is chosen when one of those flags or TF_CONFIG is set.",
+    "--task_index, --ps_hosts and --worker_hosts, or else by TF_CONFIG, or else by the "
+    "Slurm job step (srun) this process is a task of. Without this flag, task mode is "
+    "chosen when one of those flags or TF_CONFIG is set, or in a Slurm job step of 2 tasks "
+    "or more.",
 )
-flags.DEFINE_integer("ps", 1, "Local mode: number of parameter servers.", lower_bound=1)
-flags.DEFINE_integer("workers", 2, "Local mode: number of workers.", lower_bound=1)
+flags.DEFINE_integer(
+    "ps",
+    1,
+    "Local mode: number of parameter servers. A task of a Slurm job step: how many of the "
+    "step's tasks are parameter servers (the first ones; the others are workers).",
+    lower_bound=1,
+)
+flags.DEFINE_integer(
+    "workers",
+    2,
+    "Local mode: number of workers. A task of a Slurm job step: optional, must be the "
+    "step's number of tasks minus --ps.",
+    lower_bound=1,
+)
 flags.DEFINE_integer(
     "max_restarts",
     0,
@@ -84,6 +100,15 @@ flags.DEFINE_string(
     "worker_hosts",
     None,
     "Task mode: comma-separated host:port of every worker; the first is the chief.",
+)
+flags.DEFINE_integer(
+    "slurm_port_base",
+    None,
+    "A task of a Slurm job step: the port of the first task on each node; the task with "
+    "local index i on a node (SLURM_LOCALID) listens on this + i. Default: 20000 + 10 * "
+    "(SLURM_JOB_ID % 1000), so that jobs sharing a node rarely collide.",
+    lower_bound=1,
+    upper_bound=65535,
 )
 flags.DEFINE_integer("steps", 1000, "Local training steps of each worker.", lower_bound=1)
 flags.DEFINE_integer("batch_size", 32, "Examples per local step.", lower_bound=1)

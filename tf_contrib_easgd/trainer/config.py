@@ -1,8 +1,8 @@
 """The settings of an easgd-train job: `TrainConfig`, and the checks that make it from flags.
 
-`plan_from_flags` turns the parsed flags (and TF_CONFIG) into a `Plan`: the shared
-`TrainConfig` and, in task mode, the one task to run. It needs no TensorFlow, so that every
-flag is checked before any process starts. The flags themselves are defined in `cli`.
+`plan_from_flags` turns the parsed flags (and TF_CONFIG, or a Slurm job step) into a `Plan`:
+the shared `TrainConfig` and, in task mode, the one task to run. It needs no TensorFlow, so
+that every flag is checked before any process starts. The flags are defined in `cli`.
 """
 
 import dataclasses
@@ -41,8 +41,12 @@ EXIT_INTERRUPTED = 130
 #: The flags that describe one task of a multi-machine job.
 TASK_FLAGS = ("job_name", "task_index", "ps_hosts", "worker_hosts")
 
-#: The flags of local mode only.
+#: The flags of local mode only (a task of a Slurm job step uses `--ps` and `--workers`).
 _LOCAL_FLAGS = ("ps", "workers", "max_restarts")
+
+#: Set in each task of a Slurm job step (`srun`): its number of tasks, this task's rank.
+_STEP_TASKS = "SLURM_STEP_NUM_TASKS"
+_SLURM_PROCID = "SLURM_PROCID"
 
 
 class UsageError(ValueError):
@@ -94,11 +98,12 @@ class Plan:
 
 
 def plan_from_flags(flag_values=flags.FLAGS, environ=None):
-    """Validates the parsed flags (and TF_CONFIG) and returns what to run.
+    """Validates the parsed flags (and TF_CONFIG or a Slurm step) and returns what to run.
 
     Args:
         flag_values: the parsed `absl.flags.FlagValues`.
-        environ: the environment to read TF_CONFIG from (default `os.environ`).
+        environ: the environment to read TF_CONFIG or the Slurm step from (default
+            `os.environ`).
 
     Returns:
         A `Plan`.
@@ -112,19 +117,26 @@ def plan_from_flags(flag_values=flags.FLAGS, environ=None):
     return Plan(
         config=config,
         task=task,
-        num_ps=f.ps,
-        num_workers=f.workers,
+        num_ps=task.num_ps if task else f.ps,
+        num_workers=task.num_workers if task else f.workers,
         max_restarts=f.max_restarts,
     )
 
 
 def _task_of(f, environ):
-    """Returns the task of task mode, or None in local mode (chosen as `--cluster` says)."""
+    """Returns the task of task mode, or None in local mode (chosen as `--cluster` says).
+
+    Without `--cluster`, task mode is chosen when a task flag or TF_CONFIG is set, or in a
+    task of a Slurm job step of 2 tasks or more (`srun -n 3 easgd-train`); else local mode.
+    A task is described by the task flags, else by TF_CONFIG, else by the Slurm job step.
+    """
     task_flags_given = [name for name in TASK_FLAGS if f[name].value is not None]
     tf_config = environ.get(cluster.TF_CONFIG, "").strip()
-    implied = TASK if task_flags_given or tf_config else LOCAL
+    implied = TASK if task_flags_given or tf_config or _in_slurm_step(environ) else LOCAL
     mode = f.cluster if f["cluster"].present else implied
+    from_slurm = mode == TASK and not (task_flags_given or tf_config) and _STEP_TASKS in environ
     try:
+        _check_flags_of_other_modes(f, mode, from_slurm)
         if mode == LOCAL:
             if task_flags_given:
                 name = task_flags_given[0]
@@ -133,6 +145,22 @@ def _task_of(f, environ):
                     "it cannot be combined with --cluster=local."
                 )
             return None
+        if from_slurm:
+            return _slurm_task(f, environ)
+        return _task_from(f, task_flags_given, tf_config, environ)
+    except cluster.ClusterConfigError as error:
+        raise UsageError(str(error)) from None
+
+
+def _in_slurm_step(environ):
+    """Whether this process is a task of a Slurm job step of 2 tasks or more."""
+    tasks = environ.get(_STEP_TASKS, "").strip()
+    return tasks.isdigit() and int(tasks) >= 2 and _SLURM_PROCID in environ
+
+
+def _check_flags_of_other_modes(f, mode, from_slurm):
+    """Raises UsageError for a flag that `mode` (and the task's source) does not use."""
+    if mode == TASK and not from_slurm:
         for name in _LOCAL_FLAGS:
             if f[name].present:
                 raise UsageError(
@@ -140,12 +168,31 @@ def _task_of(f, environ):
                     "mode the cluster comes from --ps_hosts/--worker_hosts or TF_CONFIG, "
                     "and whoever starts the tasks restarts them."
                 )
-        return _task_from(f, task_flags_given, tf_config)
-    except cluster.ClusterConfigError as error:
-        raise UsageError(str(error)) from None
+    if from_slurm and f["max_restarts"].present:
+        raise UsageError(
+            f"--max_restarts={f.max_restarts} applies to --cluster=local only; the tasks of "
+            "a Slurm job step are restarted by whoever starts them (srun, sbatch --requeue)."
+        )
+    if not from_slurm and f["slurm_port_base"].present:
+        raise UsageError(
+            f"--slurm_port_base={f.slurm_port_base} applies to the tasks of a Slurm job step "
+            "only (srun easgd-train ...); this process is none."
+        )
 
 
-def _task_from(f, task_flags_given, tf_config):
+def _slurm_task(f, environ):
+    """Returns the TaskConfig of this task of a Slurm job step: `--ps` of them are ps."""
+    task = cluster.from_slurm(f.ps, environ, f.slurm_port_base)
+    if f["workers"].present and f.workers != task.num_workers:
+        raise UsageError(
+            f"--workers={f.workers}: the Slurm job step has {task.num_ps + task.num_workers} "
+            f"tasks, {task.num_ps} of them ps (--ps={f.ps}), so it has {task.num_workers} "
+            "worker(s); leave --workers out or make the two agree."
+        )
+    return task
+
+
+def _task_from(f, task_flags_given, tf_config, environ):
     """Returns the TaskConfig of task mode from the flags or else from TF_CONFIG."""
     if f.job_name is not None:
         for name in ("ps_hosts", "worker_hosts"):
@@ -164,9 +211,15 @@ def _task_from(f, task_flags_given, tf_config):
             "--job_name, --task_index, --ps_hosts and --worker_hosts (or TF_CONFIG alone)."
         )
     if not tf_config:
+        in_a_job = (
+            f" This process is in Slurm job {environ['SLURM_JOB_ID']} but in no job step: "
+            "start the tasks with srun (in an sbatch script: srun easgd-train ...)."
+            if environ.get("SLURM_JOB_ID")
+            else " (Or run it as the tasks of a Slurm job step: srun easgd-train ...)"
+        )
         raise UsageError(
             "--cluster=task needs --job_name, --task_index, --ps_hosts and --worker_hosts, "
-            "or the TF_CONFIG environment variable; neither is set."
+            "or the TF_CONFIG environment variable; neither is set." + in_a_job
         )
     return cluster.from_tf_config(tf_config)
 

@@ -10,7 +10,6 @@ TensorFlow here. docs/RELIABILITY.md, "Bad input on disk and in the environment"
 
 import contextlib
 import errno
-import json
 import os
 import socket
 import tempfile
@@ -97,11 +96,14 @@ def check_port(task):
         UsageError: naming the task, its address, where it came from and the reason.
     """
     port = int(task.address.rpartition(":")[2])
-    if task.source == cluster.TF_CONFIG:
-        given = f"{task.address!r}, TF_CONFIG {_tf_config_key(task.address)}"
-    else:
-        flag = "--ps_hosts" if task.is_ps else "--worker_hosts"
+    if task.source == "flags":  # e.g. 'w0:2222' in --worker_hosts
+        flag = task.origin or ("--ps_hosts" if task.is_ps else "--worker_hosts")
         given = f"{task.address!r} in {flag}"
+    else:  # e.g. 'w0:2222', TF_CONFIG cluster.chief[0]
+        given = f"{task.address!r}, {task.origin}"
+    elsewhere = f"give {task.name} another port"
+    if task.source == cluster.SLURM:
+        elsewhere = "give the job other ports with --slurm_port_base"
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -110,26 +112,11 @@ def check_port(task):
             if error.errno == errno.EADDRINUSE:
                 reason = (
                     f"port {port} is already in use on this machine (`ss -ltnp 'sport = "
-                    f":{port}'` shows by what); stop that process or give {task.name} "
-                    "another port"
+                    f":{port}'` shows by what); stop that process or {elsewhere}"
                 )
             else:
                 reason = f"cannot listen on port {port}: {error.strerror or error}"
             raise UsageError(f"{task.name} ({given}): {reason}.") from None
-
-
-def _tf_config_key(address, environ=None):
-    """Where `address` is in TF_CONFIG's cluster, e.g. `cluster.chief[0]`."""
-    try:
-        jobs = json.loads((environ or os.environ).get(cluster.TF_CONFIG, ""))["cluster"]
-        return next(
-            f"cluster.{job}[{index}]"
-            for job, hosts in jobs.items()
-            for index, host in enumerate(hosts)
-            if host == address
-        )
-    except (ValueError, KeyError, TypeError, AttributeError, StopIteration):
-        return "cluster"
 
 
 def check_local_checkpoints(model_dir):
