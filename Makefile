@@ -119,6 +119,21 @@ bench-tuning: $(BENCH_STAMP)
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m benchmarks.tuning --out=benchmarks/results \
 	  --report=docs/TUNING.md
 
+# The chaos soak (soak/, docs/RELIABILITY.md "Chaos soak"); never part of `make test`. About
+# 11 min: 1 ps + 3 workers of easgd-train, each in a network namespace of its own, under a
+# seeded schedule of 20 faults (kills and restarts, SIGSTOP/SIGCONT, cut links); it prints
+# what each fault cost and a verdict, and exits 1 when a check fails. Needs root and
+# iproute2's `ip netns`: without them it says so and exits 2. More flags in SOAK_ARGS, e.g.
+# make soak SOAK_ARGS="--seed=7 --out=/tmp/soak.json" (python -m soak --help lists them).
+.PHONY: soak
+soak: $(STAMP)
+	@if [ "$$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then \
+	  echo "make soak: needs root and iproute2's 'ip netns' (each task runs in a network" \
+	    "namespace of its own, whose link the soak cuts): run it as root (sudo make soak)." >&2; \
+	  exit 2; \
+	fi
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m soak $(SOAK_ARGS)
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

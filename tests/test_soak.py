@@ -1,0 +1,477 @@
+"""The chaos soak (soak/): its schedule, its measures on events made by hand, and a short run.
+
+The unit tests need neither processes nor TensorFlow: a schedule is a pure function of its
+seed, and a fault's cost and checks are pure functions of the tasks' events, written here
+by hand with the figures worked out in comments. The e2e test runs the soak's runner on a
+three-fault schedule (a worker killed and restarted, the ps frozen, a worker's link cut)
+with 1 ps and 2 workers in network namespaces, as `make soak` does with 20-odd faults;
+it needs root and skips without.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from processes import process_alive
+
+from soak import measure, report, runner, stacks
+from soak import schedule as schedule_module
+from soak.schedule import CUT, FREEZE, KILL_CHIEF, KILL_PS, KILL_WORKER, Fault
+from tf_contrib_easgd.trainer import network, stall
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# The schedule.
+
+
+def test_a_seed_gives_one_schedule():
+    first = schedule_module.make_schedule(seed=3, faults=22, workers=3)
+    assert first == schedule_module.make_schedule(seed=3, faults=22, workers=3)
+    assert first != schedule_module.make_schedule(seed=4, faults=22, workers=3)
+
+
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_schedule_has_every_kind_spread_over_the_training(seed, workers):
+    faults = schedule_module.make_schedule(seed, faults=20, workers=workers)
+    assert len(faults) == 20
+    assert [fault.index for fault in faults] == list(range(20))
+    assert {fault.kind for fault in faults} == set(schedule_module.KINDS)
+    # Each fault in its own twentieth of [0.05, 0.85] (0.04 each), between 0.2 and 0.8
+    # of it: at least 0.4 * 0.04 = 0.016 apart, in order.
+    fractions = [fault.at_fraction for fault in faults]
+    assert fractions[0] > 0.05 and fractions[-1] < 0.85
+    assert all(b - a >= 0.016 - 1e-9 for a, b in zip(fractions, fractions[1:], strict=False))
+    tasks = {"ps 0", *schedule_module.worker_names(workers)}
+    for fault in faults:
+        assert fault.target in tasks
+        assert 1 <= fault.settle_secs <= 3
+        if fault.kind == FREEZE:
+            assert 3 <= fault.duration_secs <= 8
+        elif fault.kind == CUT:
+            assert 6 <= fault.duration_secs <= 12
+        else:
+            assert fault.duration_secs == 0
+    assert {f.target for f in faults if f.kind == KILL_WORKER} <= tasks - {"ps 0", "worker 0"}
+    assert {f.target for f in faults if f.kind == KILL_CHIEF} == {"worker 0"}
+    assert {f.target for f in faults if f.kind == KILL_PS} == {"ps 0"}
+    # The soak's checks accept every schedule it makes (cuts >= 6 s, stall reports at 3 s).
+    schedule_module.check_schedule(faults, workers, stall_report_secs=3)
+
+
+def test_a_short_schedule_takes_kinds_without_repeating_one():
+    faults = schedule_module.make_schedule(seed=0, faults=3, workers=2)
+    assert len({fault.kind for fault in faults}) == 3
+
+
+def test_fault_and_schedule_checks_name_what_is_wrong():
+    with pytest.raises(ValueError, match="duration_secs must be 0 for a kill"):
+        Fault(0, KILL_PS, "ps 0", duration_secs=3)
+    with pytest.raises(ValueError, match="> 0 for a freeze"):
+        Fault(0, FREEZE, "ps 0")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        Fault(0, "reboot", "ps 0")
+    cases = [
+        ([Fault(0, FREEZE, "worker 2", 3.0)], "no such task in a job of 2 workers"),
+        ([Fault(0, KILL_WORKER, "worker 0")], "that kind hits"),
+        ([Fault(0, CUT, "worker 1", 4.0)], "too short for --stall_report_secs=3"),
+        (
+            [Fault(0, FREEZE, "ps 0", 3.0, 0.5), Fault(1, FREEZE, "ps 0", 3.0, 0.4)],
+            "at_fraction 0.4 < the previous",
+        ),
+    ]
+    for faults, message in cases:
+        with pytest.raises(ValueError, match=message):
+            schedule_module.check_schedule(faults, workers=2, stall_report_secs=3)
+
+
+# The measures, on events made by hand.
+
+
+def _event(time_, task, kind, **fields):
+    return {"time": time_, "task": task, "event": kind, **fields}
+
+
+def _progress(time_, task, step, exchanges=0):
+    return _event(time_, task, "progress", step=step, exchanges=exchanges)
+
+
+def _injection(kind, target, injected, ended, duration=0.0, **extra):
+    fault = Fault(0, kind, target, duration)
+    return {"fault": fault.to_dict(), "injected": injected, "ended": ended, **extra}
+
+
+def test_the_rejoin_delay_is_the_trainers():
+    assert measure.REJOIN_AFTER_SECS == stall.REJOIN_AFTER_SECS
+
+
+def test_bounds_of_each_kind():
+    bounds = measure.Bounds(startup_secs=30, slack_secs=60)
+    assert bounds.of(KILL_WORKER, 0) == bounds.of(KILL_CHIEF, 0) == bounds.of(KILL_PS, 0) == 30
+    assert bounds.of(FREEZE, 6.5) == 6.5
+    # A cut of 10 s, the 5 s a step may still wait, 1.5 s to notice, a start-up of 30 s.
+    assert bounds.of(CUT, 10) == 10 + 5 + 1.5 + 30
+
+
+def test_lost_exchanges_allowed_per_ps_restart():
+    # 2000 chief steps between checkpoints, period 10: 200 chief exchanges; each of 3
+    # workers up to 1.5 times that (300), and 2 each in flight: 900 + 6.
+    assert measure.allowed_lost_exchanges(2000, 10, 3) == 906
+    # 1000 / 10 = 100 -> 150 per worker, 2 workers: 300 + 4.
+    assert measure.allowed_lost_exchanges(1000, 10, 2) == 304
+
+
+# Worker 1 killed at t=100 and restarted at 100.2; it last reported step 1300 at 99.5.
+KILLED = [
+    _progress(99.0, "worker 0", 4000),
+    _progress(99.5, "worker 1", 1300),
+    _progress(101.0, "worker 0", 4100),  # The chief goes on...
+    _event(120.0, "worker 1", "started", step=1350),  # ...worker 1 is back 19.8 s later...
+    _progress(120.5, "worker 1", 1400),
+    _progress(121.0, "worker 0", 9000),  # ...and the chief still trains after that.
+]
+
+
+def test_a_restart_costs_until_every_worker_trained_after_it():
+    recovered, back = measure.recovery(KILLED, 2, injected=100.0, ended=100.2)
+    # The anchor is worker 1's "started" at 120: the chief's report at 101 does not count.
+    assert back == {"worker 1": 120.5, "worker 0": 121.0}
+    assert recovered == 121.0
+    result = measure.assess(
+        KILLED, _injection(KILL_WORKER, "worker 1", 100.0, 100.2), 2, measure.Bounds(), 304
+    )
+    assert result["cost_secs"] == pytest.approx(21.0)  # 121 - 100.
+    assert result["bound_secs"] == 40
+    assert result["problems"] == []
+    assert "w1 resumed at step 1350 (reported 1300)" in result["notes"]
+
+
+def test_a_worker_that_hangs_once_another_is_back_is_stuck():
+    # The chief's last report is before worker 1's new session: it never trained after.
+    events = KILLED[:5]
+    assert measure.recovery(events, 2, injected=100.0, ended=100.2)[0] is None
+    result = measure.assess(
+        events, _injection(KILL_WORKER, "worker 1", 100.0, 100.2), 2, measure.Bounds(), 304
+    )
+    assert result["cost_secs"] is None
+    assert result["problems"] == ["not every worker reported progress again: stuck (bound 40 s)"]
+    # And the soak's watchdog sees it: at t=200 the chief has been silent for 99 s.
+    assert measure.silence(events, 2, now=200.0) == {"worker 0": 99.0, "worker 1": 79.5}
+
+
+def test_a_cost_beyond_bound_and_slack_is_a_stuck_task():
+    events = [*KILLED[:5], _progress(195.0, "worker 0", 9000)]
+    result = measure.assess(
+        events,
+        _injection(KILL_WORKER, "worker 1", 100.0, 100.2),
+        2,
+        measure.Bounds(startup_secs=30, slack_secs=60),
+        304,
+    )
+    # 95 s > 30 + 60.
+    assert result["cost_secs"] == pytest.approx(95.0)
+    assert result["problems"] == [
+        "stuck: back after 95.0 s, more than 60 s beyond the bound (30.0 s)"
+    ]
+
+
+def test_a_restart_below_the_reported_step_loses_work():
+    events = [*KILLED[:3], _event(120.0, "worker 1", "started", step=1200), *KILLED[4:]]
+    result = measure.assess(
+        events, _injection(KILL_WORKER, "worker 1", 100.0, 100.2), 2, measure.Bounds(), 304
+    )
+    assert result["problems"] == [
+        "worker 1 resumed at step 1200, below the 1300 it had reported: work whose "
+        "exchanges reached the centre was lost"
+    ]
+
+
+def test_a_finished_worker_counts_as_back():
+    events = [
+        _event(90.0, "worker 1", "done", steps=5000),
+        _progress(104.0, "worker 0", 4900),
+    ]
+    # Worker 1 waits for the end (done at 90); the chief's freeze ended at 103.
+    assert measure.recovery(events, 2, injected=98.0, ended=103.0) == (
+        104.0,
+        {"worker 0": 104.0},
+    )
+    assert measure.silence(events, 2, now=110.0) == {"worker 0": 6.0}
+
+
+def test_a_worker_that_finishes_during_a_fault_counts_as_back():
+    # The chief finishes (done at 110) while worker 1 restarts; worker 1's new session at
+    # 120 sets the anchor, after which only worker 1 reports.
+    events = [
+        *KILLED[:3],
+        _event(110.0, "worker 0", "done", steps=5000),
+        _event(120.0, "worker 1", "started", step=1350),
+        _progress(120.5, "worker 1", 1400),
+    ]
+    assert measure.recovery(events, 2, injected=100.0, ended=100.2) == (
+        120.5,
+        {"worker 1": 120.5},
+    )
+
+
+# The ps killed at t=100, restarted at 100.3. Before: the chief reported 500 exchanges,
+# worker 1 520; the chief's new session restored model.ckpt-400 (global_step 401).
+PS_RESTART = [
+    _progress(98.0, "worker 0", 2500, exchanges=500),
+    _progress(99.0, "worker 1", 2600, exchanges=520),
+    _event(
+        111.0,
+        "worker 0",
+        "started",
+        step=2000,
+        restored_from="model.ckpt-400",
+        restored_global_step=401,
+        restored_centre_sha256="ab" * 32,
+    ),
+    _event(112.0, "worker 1", "started", step=2010),
+    _progress(113.0, "worker 0", 2100, exchanges=420),
+    _progress(114.5, "worker 1", 2100, exchanges=425),
+]
+
+
+def test_a_ps_restart_loses_the_exchanges_since_the_checkpoint():
+    injection = _injection(KILL_PS, "ps 0", 100.0, 100.3, digest={"ok": True, "detail": ""})
+    result = measure.assess(PS_RESTART, injection, 2, measure.Bounds(), 304)
+    # Back when both trained after worker 1's new session (112): 114.5 - 100.
+    assert result["cost_secs"] == pytest.approx(14.5)
+    # At least 520 exchanges before the kill, 401 restored: 119 lost, within 304.
+    assert result["lost"] == 119
+    assert result["problems"] == []
+    assert result["notes"][:3] == [
+        "restored model.ckpt-400 (global_step 401 of >= 520)",
+        "digest equal",
+        "steps w0 2500->2000, w1 2600->2010",
+    ]
+
+
+def test_a_ps_restart_beyond_one_interval_or_with_another_centre_fails():
+    injection = _injection(
+        KILL_PS, "ps 0", 100.0, 100.3, digest={"ok": False, "detail": "sha256 12 (event: ab)"}
+    )
+    result = measure.assess(PS_RESTART, injection, 2, measure.Bounds(), 100)
+    assert result["problems"] == [
+        "lost 119 exchanges, more than one checkpoint interval's 100",
+        "the restored centre differs from the checkpoint: sha256 12 (event: ab)",
+    ]
+    # No restore at all: the ps came back empty, or kept nothing the chief knew of.
+    unrestored = [dict(e, restored_from=None) if e["event"] == "started" else e for e in PS_RESTART]
+    result = measure.assess(unrestored, injection, 2, measure.Bounds(), 304)
+    assert result["problems"] == [
+        "the chief's new session did not restore the centre from a checkpoint"
+    ]
+
+
+def test_a_cut_notes_the_stall_and_the_rejoin():
+    # Worker 1's link cut at 100 for 10 s; its step stalled at 103, was still stuck 5 s
+    # after the link came back, and the process restarted itself.
+    events = [
+        _progress(99.8, "worker 1", 3000),
+        _progress(100.5, "worker 0", 3500),
+        _event(103.5, "worker 1", "stalled", step=3005, secs=3.5, unreachable=["10.213.0.1:2222"]),
+        _event(116.0, "worker 1", "rejoining", step=3005, secs=16.0, back_secs=5.0),
+        _event(130.0, "worker 1", "started", step=3000),
+        _progress(130.4, "worker 1", 3100),
+        _progress(130.6, "worker 0", 9000),
+    ]
+    injection = _injection(CUT, "worker 1", 100.0, 110.0, duration=10.0)
+    result = measure.assess(events, injection, 2, measure.Bounds(), 304)
+    assert result["cost_secs"] == pytest.approx(30.6)  # Both trained after 130: 130.6 - 100.
+    assert result["bound_secs"] == pytest.approx(56.5)  # 10 + 5 + 1.5 + 40.
+    assert result["notes"] == [
+        "w1 rejoined",
+        "w1 resumed at step 3000 (reported 3000)",
+        "stalled w1",
+    ]
+    assert result["problems"] == []
+
+
+def test_start_ups_are_first_sessions_of_fresh_processes():
+    events = [
+        _event(10.0, "worker 0", "started", startup_secs=9.0, recoveries=0),
+        _event(50.0, "worker 0", "started", startup_secs=49.0, recoveries=1),  # A recovery.
+        _event(60.0, "worker 1", "rejoining", step=300),
+        # The same process after its exec: its start time is the first exec's.
+        _event(75.0, "worker 1", "started", startup_secs=70.0, recoveries=0),
+        _event(90.0, "worker 1", "started", startup_secs=12.0, recoveries=0),  # A restart.
+    ]
+    assert measure.startups(events) == [9.0, 12.0]
+
+
+def test_the_sampler_dumps_a_silent_worker_once_per_interval(tmp_path):
+    # `echo` stands in for py-spy: the dump file gets its arguments.
+    sampler = stacks.StackSampler(str(tmp_path), shutil.which("echo"), after_secs=8, every_secs=10)
+    sampler.sample({"worker 0": 9.0, "worker 1": 2.0}, {"worker 0": 123, "worker 1": 124})
+    sampler.sample({"worker 0": 9.5}, {"worker 0": 123})  # Dumped less than 10 s ago.
+    sampler.close()
+    [dump] = sampler.dumps
+    assert os.path.basename(dump).endswith("-worker0.txt")
+    with open(dump, encoding="utf-8") as file:
+        assert file.read() == "worker 0, silent for 9.0 s\ndump --pid 123\n"
+    assert stacks.StackSampler(str(tmp_path), "").py_spy == ""  # Never dumps.
+
+
+def _check_config(**changes):
+    config = {
+        "faults": 3,
+        "workers": 2,
+        "steps": 8000,
+        "communication_period": 10,
+        "min_accuracy": 0.95,
+    }
+    return dict(config, **changes)
+
+
+def _summary(**changes):
+    summary = {
+        "test_accuracy": 0.97,
+        "local_steps": {"0": 8000, "1": 8000},
+        "unfinished_workers": [],
+        "exchanges": 1602,
+    }
+    return dict(summary, **changes)
+
+
+def test_the_checks_of_the_job():
+    assessed = [({"fault": {"index": i}}, {"problems": []}) for i in range(3)]
+    codes = {"ps 0": 0, "worker 0": 0, "worker 1": 0}
+    checks = measure.check_job(_summary(), assessed, _check_config(), codes)
+    assert all(check.ok for check in checks), checks
+    # 1602 exchanges for 2 * 8000 / 10 = 1600 asked: +2, within 2 per fault.
+    assert checks[4].detail == "1602 for 1600 asked (+2)"
+
+    def failed(summary, config=None, exit_codes=codes, faults=assessed):
+        checks = measure.check_job(summary, faults, config or _check_config(), exit_codes)
+        return [check.name for check in checks if not check.ok]
+
+    assert failed(_summary(test_accuracy=0.94)) == ["centre test accuracy"]
+    assert failed(_summary(local_steps={"0": 8000, "1": 7990})) == ["work asked == work done"]
+    assert failed(_summary(unfinished_workers=[1])) == ["work asked == work done"]
+    assert failed(_summary(exchanges=1593)) == ["exchanges == asked"]  # -7 > 2 * 3.
+    assert failed(_summary(), _check_config(faults=20)) == ["faults injected"]
+    assert failed(None) == ["job finished"]
+    assert failed(_summary(), exit_codes=dict(codes, **{"worker 1": -9})) == ["every task exited 0"]
+    stuck = [({"fault": {"index": 0}}, {"problems": ["stuck: ..."]}), *assessed[1:]]
+    assert failed(_summary(), faults=stuck) == ["every fault within its bound"]
+
+
+def test_the_report_has_a_row_per_fault_and_the_verdict():
+    injection = _injection(KILL_WORKER, "worker 1", 100.0, 100.2, at_secs=40.0)
+    result = measure.assess(KILLED, injection, 2, measure.Bounds(), 304)
+    record = {
+        "settings": {
+            "seed": 0,
+            "workers": 2,
+            "steps": 8000,
+            "communication_period": 10,
+            "save_checkpoint_steps": 1000,
+        },
+        "faults": [dict(injection, **result)],
+        "summary": None,
+        "startup_secs": [7.0, 9.0],
+        "checks": [{"name": "faults injected", "ok": False, "detail": "1 of 3"}],
+        "passed": False,
+        "secs": 75.0,
+    }
+    [row] = report.fault_rows(record)
+    assert row == (
+        "0",
+        KILL_WORKER,
+        "40",
+        "worker 1",
+        "0.2",
+        "21.0",
+        "40",
+        "",
+        "w1 resumed at step 1350 (reported 1300)",
+    )
+    text = report.text(record)
+    assert "| 0 | kill_restart_worker | 40 | worker 1 | 0.2 | 21.0 | 40 |  |" in text
+    assert "| kill_restart_worker | 1 | 21.0 | 21.0 |" in text
+    assert "FAIL faults injected: 1 of 3" in text
+    assert text.endswith("verdict: FAILED")
+
+
+@pytest.mark.subprocess
+def test_help_answers_without_tensorflow():
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['soak', '--help']\n"
+        "try:\n"
+        "    runpy.run_module('soak', run_name='__main__')\n"
+        "except SystemExit as done:\n"
+        "    assert done.code == 0, done.code\n"
+        "assert 'tensorflow' not in sys.modules\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--faults" in result.stdout and "--minutes" in result.stdout
+
+
+# A short soak: three faults through the same runner.
+
+E2E_STEPS = 8000  # ~20-40 s of training for each of 2 workers on 2 cores; the faults' costs.
+E2E_DEADLINE_SECS = 200  # The whole soak, start-up (4 TensorFlow imports) to the last exit.
+
+
+def _processes_mentioning(text):
+    """The pids of processes whose command line contains `text`."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as file:
+                if text.encode() in file.read() and process_alive(int(entry)):
+                    pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.mark.e2e
+def test_a_three_fault_soak_passes_and_leaves_nothing_behind(tmp_path):
+    reason = network.unavailable_reason()
+    if reason:
+        pytest.skip(f"the soak needs network namespaces: {reason}")
+    schedule = (
+        Fault(0, KILL_WORKER, "worker 1", 0.0, at_fraction=0.1, settle_secs=1.0),
+        Fault(1, FREEZE, "ps 0", 4.0, at_fraction=0.3, settle_secs=1.0),
+        Fault(2, CUT, "worker 1", 6.0, at_fraction=0.5, settle_secs=1.0),
+    )
+    config = runner.SoakConfig(
+        schedule=schedule,
+        work_dir=str(tmp_path),
+        workers=2,
+        steps=E2E_STEPS,
+        save_checkpoint_steps=1000,
+        stall_report_secs=2.0,
+        deadline_secs=E2E_DEADLINE_SECS,
+    )
+    started = time.monotonic()
+    record = runner.run(config)
+    secs = time.monotonic() - started
+    print(f"\n{report.text(record)}\nsoak: {secs:.0f} s")
+    assert record["passed"], report.text(record)
+    assert [fault["fault"]["kind"] for fault in record["faults"]] == [KILL_WORKER, FREEZE, CUT]
+    assert all(fault["cost_secs"] <= fault["bound_secs"] + 60 for fault in record["faults"])
+    assert record["summary"]["local_steps"] == {"0": E2E_STEPS, "1": E2E_STEPS}
+    # Nothing left: no task, no namespace.
+    assert _processes_mentioning(str(tmp_path)) == []
+    assert record["namespaces"].startswith("easgd-soak-")
+    assert record["namespaces"] not in network.run_ip("netns", "list", check=False).stdout
