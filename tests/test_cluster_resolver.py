@@ -455,10 +455,35 @@ def test_each_pod_of_the_example_tfjob_runs_its_task(parse, replica, index, job,
     name = tfjob["metadata"]["name"]
     text = _operator_tf_config(replicas, replica.lower(), index, job=name, namespace="easgd")
     [container] = specs[replica]["template"]["spec"]["containers"]
+    assert container["command"] == ["easgd-train"]
     plan = parse(*container["args"], environ={"TF_CONFIG": text})
     assert (plan.task.job_name, plan.task.task_index) == (job, task_index)
+    assert plan.task.num_workers == 3 and plan.task.num_ps == 1
     assert plan.task.ps_hosts == ("easgd-digits-ps-0.easgd.svc:2222",)
     assert plan.task.worker_hosts[0] == "easgd-digits-chief-0.easgd.svc:2222"
+
+
+def test_the_tfjob_examples_network_policy_admits_only_the_jobs_pods_to_their_ports():
+    documents = _manifests("tfjob.yaml")
+    assert sorted(documents) == ["NetworkPolicy", "TFJob"]
+    policy = documents["NetworkPolicy"]["spec"]
+    job = documents["TFJob"]
+    selector = policy["podSelector"]["matchLabels"]
+    # It selects every pod of the job, in the job's namespace (none is named: the same).
+    assert "namespace" not in documents["NetworkPolicy"]["metadata"]
+    assert "namespace" not in job["metadata"]
+    ports = set()
+    for replica in job["spec"]["tfReplicaSpecs"].values():
+        template = replica["template"]
+        assert selector.items() <= template["metadata"]["labels"].items()
+        ports |= {port["containerPort"] for port in template["spec"]["containers"][0]["ports"]}
+    # Ingress only, one rule: from the job's pods, to the task port. Any other ingress into
+    # the selected pods is denied.
+    assert policy["policyTypes"] == ["Ingress"]
+    [rule] = policy["ingress"]
+    assert rule["from"] == [{"podSelector": {"matchLabels": selector}}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": port} for port in sorted(ports)]
+    assert ports == {2222}
 
 
 def test_the_example_tfjob_restarts_limits_and_shares_its_model_dir():

@@ -229,59 +229,6 @@ def test_a_malformed_dataset_is_rejected_before_anything_starts(parse, tmp_path)
         parse(f"--dataset={path}")
 
 
-TFJOB = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "tfjob.yaml")
-
-
-def _tfjob_documents():
-    """`{kind: document}` of examples/tfjob.yaml (PyYAML or a skip)."""
-    yaml = pytest.importorskip("yaml")
-    with open(TFJOB, encoding="utf-8") as file:
-        return {document["kind"]: document for document in yaml.safe_load_all(file)}
-
-
-@pytest.mark.parametrize(
-    ("replica", "index", "job", "task_index"),
-    [("Chief", 0, "worker", 0), ("Worker", 0, "worker", 1), ("Worker", 1, "worker", 2),
-     ("PS", 0, "ps", 0)],
-)  # fmt: skip
-def test_the_tfjob_example_runs_each_replica_as_its_task(parse, replica, index, job, task_index):
-    spec = _tfjob_documents()["TFJob"]["spec"]["tfReplicaSpecs"]
-    # The TF_CONFIG the operator gives each pod: replica types in lower case.
-    hosts = {
-        kind.lower(): [f"easgd-digits-{kind.lower()}-{i}:2222" for i in range(s["replicas"])]
-        for kind, s in spec.items()
-    }
-    container = spec[replica]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["easgd-train"]
-    tf_config = json.dumps({"cluster": hosts, "task": {"type": replica.lower(), "index": index}})
-    plan = parse(*container["args"], environ={"TF_CONFIG": tf_config})
-    assert (plan.task.job_name, plan.task.task_index) == (job, task_index)
-    assert plan.task.num_workers == 3 and plan.task.num_ps == 1
-
-
-def test_the_tfjob_examples_network_policy_admits_only_the_jobs_pods_to_their_ports():
-    documents = _tfjob_documents()
-    assert sorted(documents) == ["NetworkPolicy", "TFJob"]
-    policy = documents["NetworkPolicy"]["spec"]
-    job = documents["TFJob"]
-    selector = policy["podSelector"]["matchLabels"]
-    # It selects every pod of the job, in the job's namespace (none is named: the same).
-    assert "namespace" not in documents["NetworkPolicy"]["metadata"]
-    assert "namespace" not in job["metadata"]
-    ports = set()
-    for replica in job["spec"]["tfReplicaSpecs"].values():
-        template = replica["template"]
-        assert selector.items() <= template["metadata"]["labels"].items()
-        ports |= {port["containerPort"] for port in template["spec"]["containers"][0]["ports"]}
-    # Ingress only, one rule: from the job's pods, to the task port. Any other ingress into
-    # the selected pods is denied.
-    assert policy["policyTypes"] == ["Ingress"]
-    [rule] = policy["ingress"]
-    assert rule["from"] == [{"podSelector": {"matchLabels": selector}}]
-    assert rule["ports"] == [{"protocol": "TCP", "port": port} for port in sorted(ports)]
-    assert ports == {2222}
-
-
 def test_process_started_at_is_in_the_past():
     # The process started before this test ran, and (pytest start-up) not hours ago.
     age = time.monotonic() - train.process_started_at()
