@@ -25,6 +25,7 @@ SOURCE_FOLDERS = {
     "tests": ("py_library", "py_test"),
     "benchmarks": ("py_binary", "py_library"),
     "examples": ("py_binary", "py_library"),
+    "soak": ("py_binary", "py_library"),
 }
 RULES = ("py_binary", "py_library", "py_test")
 BUILD_NAMES = ("BUILD", "BUILD.bazel")
