@@ -210,9 +210,12 @@ flags.DEFINE_enum(
 def run_task(plan, started_at, progress_format):
     """Runs the one task of `plan` in this process; returns the exit code."""
     # Imported here: only a task needs TensorFlow, the local launcher does not.
-    from tf_contrib_easgd.trainer import stall  # noqa: PLC0415
+    from tf_contrib_easgd.trainer import error_messages, stall  # noqa: PLC0415
     from tf_contrib_easgd.trainer import task as task_runner  # noqa: PLC0415
 
+    # TensorFlow's rewriting of a failed step's message can hold the GIL for seconds, and
+    # the stall watch with it; `error_messages` gives the same message in one pass.
+    error_messages.install()
     if not FLAGS["verbosity"].present:
         # TensorFlow's INFO lines ("Graph was finalized.", ...) would bury the progress.
         absl_logging.set_verbosity(absl_logging.WARNING)
