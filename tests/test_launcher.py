@@ -137,6 +137,22 @@ def test_restarts_are_bounded():
 
 
 @pytest.mark.subprocess
+def test_a_final_exit_code_fails_the_job_with_restarts_left():
+    failing = TaskSpec("worker", 0, _python("import sys; sys.exit(2)"))
+    record = Recorder()
+    with (
+        pytest.raises(launcher.TaskFailedError, match="exited with code 2"),
+        LocalCluster(
+            [failing], on_start=record.on_start, max_restarts=3, final_codes=(2,)
+        ) as cluster,
+    ):
+        cluster.start()
+        cluster.supervise()
+    assert cluster.children[0].restarts == 0
+    assert [(name, restarts) for name, _, restarts in record.starts] == [("worker 0", 0)]
+
+
+@pytest.mark.subprocess
 def test_a_silent_job_fails_after_the_stall_timeout():
     started = time.monotonic()
     with (
@@ -329,3 +345,22 @@ def test_local_mode_exits_2_when_a_task_does_and_1_on_any_other_failure(tmp_path
         f"Its last lines:\n  | easgd-train: worker 0: error: bad\n"
         f"Whole output: {tmp_path}/logs/worker_0.log\n"
     )
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(("code", "starts"), [(EXIT_USAGE, 1), (EXIT_FAILED, 3)])
+def test_local_mode_restarts_a_failed_task_but_not_one_that_found_bad_input(tmp_path, code, starts):
+    # --max_restarts=2: a chief exiting 1 runs 1 + 2 times; one exiting 2 (bad input that
+    # its restart would find again) once.
+    chief = f"import sys; sys.exit({code})"
+    tasks = [
+        TaskSpec("ps", 0, _python(SERVE), finishes=False),
+        TaskSpec("worker", 0, _python(chief)),
+    ]
+    plan = types.SimpleNamespace(
+        config=types.SimpleNamespace(model_dir=str(tmp_path), timeout_secs=60), max_restarts=2
+    )
+    stream = io.StringIO()
+    display = progress.Display(1, 10, stream, bar=False)
+    assert local._supervise(plan, tasks, display, stream) == code
+    assert stream.getvalue().count("easgd-train: started worker 0, pid") == starts

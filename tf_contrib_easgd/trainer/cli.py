@@ -75,8 +75,9 @@ flags.DEFINE_integer(
     "max_restarts",
     0,
     "Local mode: how often a task that crashed (a ps or a worker) is restarted on its port "
-    "before the job fails; 0 fails fast. A restarted worker rejoins from the current centre; "
-    "a restarted ps gets the centre back from the chief's latest checkpoint.",
+    "before the job fails; 0 fails fast. A task that exits with code 2 (bad input it found, "
+    "e.g. no checkpoint that restores) is not restarted. A restarted worker rejoins from the "
+    "current centre; a restarted ps gets the centre back from the chief's latest checkpoint.",
     lower_bound=0,
 )
 flags.DEFINE_bool(

@@ -169,9 +169,9 @@ class LocalCluster:
     """Runs tasks as child processes on this machine and supervises them.
 
     A failed child is restarted in place while its `restarts` count is below
-    `max_restarts`. Stopping sends SIGTERM to each child's process group, then SIGKILL
-    after a grace period; a child also gets SIGKILL if the launcher dies
-    (`make_die_with_parent`), so none outlives it.
+    `max_restarts`, unless its exit code is one of `final_codes`. Stopping sends SIGTERM to
+    each child's process group, then SIGKILL after a grace period; a child also gets SIGKILL
+    if the launcher dies (`make_die_with_parent`), so none outlives it.
 
     Use it as a context manager, so that every child is stopped on the way out:
 
@@ -188,6 +188,8 @@ class LocalCluster:
         on_line: called as `on_line(task, line)` for each line a child prints.
         on_start: called as `on_start(task, pid, restarts)` when a child (re)starts.
         max_restarts: how often a failed child is restarted before the job fails.
+        final_codes: exit codes that fail the job at once, restarts left or not: the child
+            found something a restart would find again (easgd-train's `EXIT_USAGE`).
         stall_timeout_secs: the job fails if no child prints a line for this long (None:
             never).
         stop_grace_secs: time children get to exit after SIGTERM before SIGKILL.
@@ -205,6 +207,7 @@ class LocalCluster:
         on_line=None,
         on_start=None,
         max_restarts=0,
+        final_codes=(),
         stall_timeout_secs=None,
         stop_grace_secs=5.0,
     ):
@@ -217,6 +220,7 @@ class LocalCluster:
         self._on_line = on_line or (lambda task, line: None)
         self._on_start = on_start or (lambda task, pid, restarts: None)
         self._max_restarts = max_restarts
+        self._final_codes = frozenset(final_codes)
         self._stall_timeout_secs = stall_timeout_secs
         self._stop_grace_secs = stop_grace_secs
 
@@ -297,7 +301,7 @@ class LocalCluster:
                 continue
             child.finish_reading(timeout_secs=2.0)
             self._pump(0)
-            if child.restarts >= self._max_restarts:
+            if child.restarts >= self._max_restarts or code in self._final_codes:
                 raise TaskFailedError(child.task, code, child.tail, child.log_path)
             child.restarts += 1
             child.start()

@@ -104,6 +104,9 @@ def _supervise(plan, tasks, display, stream):
                 on_line=on_line,
                 on_start=on_start,
                 max_restarts=plan.max_restarts,
+                # Bad input found by a task (a chief with no checkpoint that restores) is
+                # found again by its restart.
+                final_codes=(EXIT_USAGE,),
                 stall_timeout_secs=config.timeout_secs,
             ) as local_cluster,
         ):
