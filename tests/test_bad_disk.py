@@ -36,6 +36,7 @@ from processes import child_env, easgd_train_tasks
 
 from tf_contrib_easgd import tf_config
 from tf_contrib_easgd.trainer import (
+    checkpoint_fit,
     checkpoints,
     cluster,
     export,
@@ -418,6 +419,48 @@ def test_the_chief_falls_back_and_warns_before_its_server_starts(tmp_path):
     assert tf.train.latest_checkpoint(str(tmp_path)) == second
 
 
+def _graph_of(shapes):
+    """A graph with a variable of each `{name: shape}` and `global_step`."""
+    graph = tf.Graph()
+    with graph.as_default():
+        for name, shape in shapes.items():
+            tf.compat.v1.get_variable(name, shape, tf.float32)
+        tf.compat.v1.train.get_or_create_global_step()
+    return graph
+
+
+def test_a_checkpoint_of_this_model_fits(tmp_path, world):
+    del world  # Ref variables and resource variables are saved under the same names.
+    make_checkpoints(tmp_path, steps=(1,))
+    checkpoint_fit.check(str(tmp_path), _graph_of({"v0": [VALUES], "v1": [VALUES]}))
+
+
+def test_a_checkpoint_of_another_model_is_named_with_what_differs(tmp_path, world):
+    del world
+    make_checkpoints(tmp_path, steps=(1,))  # v0, v1, v2 of [64], global_step.
+    graph = _graph_of({"v0": [VALUES], "v1": [32], "w": [8], "x": [1]})
+    with pytest.raises(UsageError) as raised:
+        checkpoint_fit.check(str(tmp_path), graph)
+    # v2 is only in the checkpoint: it does not matter. w and x are not in it; v1 is [64] there.
+    assert str(raised.value) == (
+        f"the checkpoint {tmp_path}/model.ckpt-1 in --model_dir was written by another job: "
+        "2 variable(s) of this job are not in it (w, x); 1 have another shape (v1 [64] there, "
+        "[32] here). Run with the flags it was written with (--model, --dataset, --workers), "
+        "or give a new --model_dir."
+    )
+
+
+def test_a_long_mismatch_shows_the_first_few_names(tmp_path):
+    make_checkpoints(tmp_path, steps=(1,))
+    graph = _graph_of({f"w{i}": [1] for i in range(checkpoint_fit.SHOWN + 2)})
+    problem = checkpoint_fit.mismatch(tf.train.latest_checkpoint(str(tmp_path)), graph)
+    assert problem == "6 variable(s) of this job are not in it (w0, w1, w2, w3 and 2 more)"
+
+
+def test_no_checkpoint_nothing_to_fit(tmp_path):
+    checkpoint_fit.check(str(tmp_path), _graph_of({"w": [1]}))
+
+
 # --- --model_dir and the machine ------------------------------------------------------------
 
 
@@ -769,6 +812,41 @@ def test_a_checkpoint_only_tensorflow_can_read_ends_a_local_job_with_code_2(trai
         result.stderr,
     ), result.stderr
     assert _checkpoint_files(model_dir) == before  # Nothing renamed, nothing rewritten.
+
+
+@pytest.mark.e2e
+def test_a_checkpoint_of_another_model_ends_a_local_job_with_code_2(trained_dir, tmp_path):
+    # The checkpoints of an MLP with 2 workers, and --model=cnn --workers=1: the chief finds
+    # before its first session that the CNN's variables are not there and that the work
+    # ledger has another shape, and exits 2; the launcher does not restart it (bad input),
+    # and the error shows the chief's message, not TensorFlow's start-up lines.
+    model_dir = tmp_path / "run"
+    shutil.copytree(trained_dir, model_dir)
+    before = _checkpoint_files(model_dir)
+    result = subprocess.run(
+        [
+            _console_script(), "--model=cnn", "--workers=1", "--steps=20", "--max_restarts=2",
+            "--eval_every_steps=0", f"--model_dir={model_dir}", "--timeout_secs=120",
+        ],
+        capture_output=True, text=True, env=child_env(), timeout=DEADLINE_SECS, check=False,
+    )  # fmt: skip
+    assert result.returncode == EXIT_USAGE, result.stderr
+    assert result.stderr.count("easgd-train: started worker 0, pid ") == 1, result.stderr
+    latest = tf.train.latest_checkpoint(str(model_dir))
+    # The CNN has 8 variables (2 conv and 2 dense layers, a kernel and a bias each), none
+    # in the MLP's checkpoint; sorted, the first four are the conv layers'.
+    centre = "global_center_variable/cnn"
+    assert (
+        "easgd-train: error: worker 0 exited with code 2; every other task was stopped. Its "
+        "last lines:\n"
+        f"  | easgd-train: worker 0: error: the checkpoint {latest} in --model_dir was written "
+        f"by another job: 8 variable(s) of this job are not in it ({centre}/conv_0/bias, "
+        f"{centre}/conv_0/kernel, {centre}/conv_1/bias, {centre}/conv_1/kernel and 4 more); "
+        "2 have another shape (easgd_train/acknowledged [2] there, [1] here, "
+        "easgd_train/local_steps [2] there, [1] here). Run with the flags it was written "
+        "with (--model, --dataset, --workers), or give a new --model_dir.\nWhole output: "
+    ) in result.stderr
+    assert _checkpoint_files(model_dir) == before
 
 
 @pytest.mark.e2e

@@ -84,7 +84,7 @@ def describe_exit(returncode):
 class Child:
     """One running task: its process, restart count, output tail and log file."""
 
-    def __init__(self, task, env, log_dir, lines):
+    def __init__(self, task, env, log_dir, lines, hide_from_tail=None):
         self.task = task
         self.restarts = 0
         self.process = None
@@ -95,6 +95,7 @@ class Child:
         )
         self._env = dict(os.environ if env is None else env, **dict(task.env))
         self._lines = lines
+        self._hide_from_tail = hide_from_tail or (lambda line: False)
         self._reader = None
 
     @property
@@ -132,7 +133,8 @@ class Child:
                 if log:
                     log.write(line + "\n")
                     log.flush()
-                self.tail.append(line)
+                if not self._hide_from_tail(line):
+                    self.tail.append(line)
                 self._lines.put((self, line))
         finally:
             process.stdout.close()
@@ -190,6 +192,8 @@ class LocalCluster:
         max_restarts: how often a failed child is restarted before the job fails.
         final_codes: exit codes that fail the job at once, restarts left or not: the child
             found something a restart would find again (easgd-train's `EXIT_USAGE`).
+        hide_from_tail: None, or `hide_from_tail(line)`, true for the lines left out of the
+            last lines a failed child's error shows (they stay in its log file).
         stall_timeout_secs: the job fails if no child prints a line for this long (None:
             never).
         stop_grace_secs: time children get to exit after SIGTERM before SIGKILL.
@@ -208,6 +212,7 @@ class LocalCluster:
         on_start=None,
         max_restarts=0,
         final_codes=(),
+        hide_from_tail=None,
         stall_timeout_secs=None,
         stop_grace_secs=5.0,
     ):
@@ -216,7 +221,7 @@ class LocalCluster:
         if log_dir:
             os.makedirs(log_dir, exist_ok=True)
         self._lines = queue.Queue()
-        self.children = [Child(task, env, log_dir, self._lines) for task in tasks]
+        self.children = [Child(task, env, log_dir, self._lines, hide_from_tail) for task in tasks]
         self._on_line = on_line or (lambda task, line: None)
         self._on_start = on_start or (lambda task, pid, restarts: None)
         self._max_restarts = max_restarts

@@ -8,6 +8,7 @@ docs/DESIGN.md, "The trainer's task lifecycle".
 """
 
 import os
+import re
 import sys
 import time
 
@@ -18,6 +19,28 @@ from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_
 
 #: How long the launcher lets the parameter servers exit by themselves after the job.
 _SERVER_EXIT_SECS = 10.0
+# The start of TensorFlow's C++ log lines of the given levels, as TF 2.21 prints them before
+# absl's logging starts ("I0000 00:00:1796357057.470427    2733 port.cc:153] ...") and as
+# TF 2.15 does ("2026-12-04 04:04:41.968241: I tensorflow/core/util/port.cc:113] ...").
+_LOG_PREFIX = (
+    r"(?:[{levels}]\d{{4}} \S+ +\d+ "
+    r"|\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [{levels}] )\S+:\d+\] "
+)
+# INFO lines, absl's banner, the second line of the CPU-instructions notice.
+_START_UP_LINE = re.compile(
+    _LOG_PREFIX.format(levels="I")
+    + r"|WARNING: All log messages before absl::InitializeLog\(\) is called"
+    + r"|To enable the following instructions: "
+)
+_WARNING_OR_ERROR_LINE = re.compile(_LOG_PREFIX.format(levels="WE"))
+# What TensorFlow's GPU probes print as warnings or errors on a machine without a GPU.
+_GPU_PROBES = (
+    "Could not find TensorRT",
+    "failed call to cuInit",
+    "Unable to register cuDNN factory",
+    "Unable to register cuFFT factory",
+    "Unable to register cuBLAS factory",
+)
 
 
 def run_local(plan, started_at, stream=None, network=None):
@@ -65,6 +88,18 @@ def _task_specs(plan):
     ]
 
 
+def is_tensorflow_start_up_line(line):
+    """Whether `line` is one TensorFlow prints as it loads on a machine without a GPU.
+
+    Its C++ INFO lines (TF 2.21's and 2.15's formats) and the WARNING and ERROR lines of
+    its GPU probes, which a failed task's error message leaves out; other warnings and
+    errors stay.
+    """
+    return bool(_START_UP_LINE.match(line)) or (
+        bool(_WARNING_OR_ERROR_LINE.match(line)) and any(probe in line for probe in _GPU_PROBES)
+    )
+
+
 def _task_environment():
     """The children's environment: unbuffered output, no TF_CONFIG, fewer TF log lines."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -107,6 +142,7 @@ def _supervise(plan, tasks, display, stream):
                 # Bad input found by a task (a chief with no checkpoint that restores) is
                 # found again by its restart.
                 final_codes=(EXIT_USAGE,),
+                hide_from_tail=is_tensorflow_start_up_line,
                 stall_timeout_secs=config.timeout_secs,
             ) as local_cluster,
         ):

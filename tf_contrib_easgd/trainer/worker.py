@@ -20,7 +20,17 @@ from tf_contrib_easgd import (
     train_with_recovery,
     wait_until_reachable,
 )
-from tf_contrib_easgd.trainer import cluster, data, export, files, finish, graph, progress, stall
+from tf_contrib_easgd.trainer import (
+    checkpoint_fit,
+    cluster,
+    data,
+    export,
+    files,
+    finish,
+    graph,
+    progress,
+    stall,
+)
 from tf_contrib_easgd.trainer.config import TrainConfig
 
 
@@ -70,6 +80,8 @@ def run_worker(task, config, reporter, started_at, rejoin=None):
     Raises:
         TimeoutError: if a parameter server is not reachable, or the chief does not
             initialise the centre, within `config.timeout_secs`.
+        UsageError: if the chief's latest checkpoint holds another model
+            (`checkpoint_fit.check`).
     """
     dataset = data.load(config.dataset)
     images, labels = dataset.shard(task.task_index, task.num_workers)
@@ -84,6 +96,8 @@ def run_worker(task, config, reporter, started_at, rejoin=None):
         start=True,
     )
     g = graph.build_worker_graph(task, config, dataset.image_shape, dataset.num_classes)
+    if task.is_chief:  # Before a restore that would fail deep in TensorFlow.
+        checkpoint_fit.check(config.model_dir, g.graph)
     os.makedirs(config.model_dir, exist_ok=True)
     reporter.event("waiting", what=f"parameter servers {list(task.ps_hosts)}")
     wait_until_reachable(task.ps_hosts, config.timeout_secs)
