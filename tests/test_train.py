@@ -11,7 +11,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import portpicker
 import pytest
@@ -227,12 +226,6 @@ def test_a_malformed_dataset_is_rejected_before_anything_starts(parse, tmp_path)
     path.write_bytes(b"junk")
     with pytest.raises(UsageError, match=f"--dataset='{path}': .* not a readable .npz"):
         parse(f"--dataset={path}")
-
-
-def test_process_started_at_is_in_the_past():
-    # The process started before this test ran, and (pytest start-up) not hours ago.
-    age = time.monotonic() - train.process_started_at()
-    assert 0 < age < 3600
 
 
 # --- The command line, as separate processes ----------------------------------------------

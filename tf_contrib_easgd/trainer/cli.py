@@ -24,14 +24,21 @@ checkpoint unusable here (checked before any server starts), 130 interrupted.
 """
 
 import dataclasses
-import os
 import sys
-import time
 
 from absl import app, flags
 from absl import logging as absl_logging
 
-from tf_contrib_easgd.trainer import cluster, data, files, isolation, local, preflight, progress
+from tf_contrib_easgd.trainer import (
+    cluster,
+    data,
+    files,
+    isolation,
+    local,
+    preflight,
+    process,
+    progress,
+)
 from tf_contrib_easgd.trainer.config import (
     DEFAULT_LEARNING_RATES,
     EXIT_FAILED,
@@ -211,7 +218,7 @@ flags.DEFINE_enum(
 def run_task(plan, started_at, progress_format):
     """Runs the one task of `plan` in this process; returns the exit code."""
     # Imported here: only a task needs TensorFlow, the local launcher does not.
-    from tf_contrib_easgd.trainer import error_messages, stall  # noqa: PLC0415
+    from tf_contrib_easgd.trainer import error_messages  # noqa: PLC0415
     from tf_contrib_easgd.trainer import task as task_runner  # noqa: PLC0415
 
     # TensorFlow's rewriting of a failed step's message can hold the GIL for seconds, and
@@ -225,7 +232,7 @@ def run_task(plan, started_at, progress_format):
         # A worker whose step stays stuck on a partition after the link is back restarts
         # itself, and resumes from the centre (`stall.StallWatch`).
         task_runner.run(
-            plan.task, plan.config, reporter, started_at, rejoin=stall.restart_this_process
+            plan.task, plan.config, reporter, started_at, rejoin=process.restart_this_process
         )
     except (TimeoutError, files.SaveError) as error:
         print(f"easgd-train: {plan.task.name}: error: {error}", file=sys.stderr, flush=True)
@@ -266,25 +273,6 @@ def parse_flags(argv):
         raise
 
 
-def process_started_at():
-    """Returns the `time.monotonic()` value at which this process started.
-
-    On Linux it comes from /proc, so that wall times include interpreter start-up and the
-    TensorFlow import; elsewhere it is the time of the call.
-    """
-    try:
-        with open("/proc/self/stat", encoding="ascii") as file:
-            # Field 22 is the start time in clock ticks after boot; the fields after the
-            # parenthesised command name start with field 3.
-            start_ticks = int(file.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime", encoding="ascii") as file:
-            uptime = float(file.read().split()[0])
-        age = uptime - start_ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        age = 0.0
-    return time.monotonic() - max(age, 0.0)
-
-
 def _main(argv, command_line=None):
     """Runs easgd-train on the parsed flags; returns the exit code.
 
@@ -293,7 +281,7 @@ def _main(argv, command_line=None):
         command_line: the whole command line (default `sys.argv`); local mode runs it again
             in a private network namespace (`isolation.isolate_local_job`).
     """
-    started_at = process_started_at()
+    started_at = process.started_at()
     if len(argv) > 1:
         print(f"easgd-train: error: unexpected arguments {argv[1:]}", file=sys.stderr)
         return EXIT_USAGE

@@ -5,13 +5,11 @@ needs it waits in gRPC, without an error, until the task answers again, and then
 (docs/RELIABILITY.md, "Partitions"). `StallWatch` makes that wait visible: a thread checks
 the step in progress and, once it has waited `after_secs`, reports a "stalled" event that
 says which parameter servers still accept connections; when the step ends, "resumed".
-Given a `rejoin` function (easgd-train's processes pass `restart_this_process`), a step
+Given a `rejoin` function (easgd-train's processes pass `process.restart_this_process`), a step
 still waiting `rejoin_after_secs` after unreachable parameter servers took connections
 again is given up: "rejoining", and the process starts afresh from the centre.
 """
 
-import os
-import sys
 import threading
 import time
 
@@ -147,17 +145,6 @@ class _Step:
 
     def __exit__(self, *exc_info):
         self._watch._end()  # noqa: SLF001 - as above.
-
-
-def restart_this_process():
-    """Replaces this process by a new run of its own command line: same pid, same output.
-
-    Every thread, and with them the calls waiting in gRPC, ends; the sockets, which gRPC
-    opens close-on-exec, are closed; the new run starts as a restarted task does.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(sys.executable, sys.orig_argv)
 
 
 def _accepts(address):

@@ -1,0 +1,56 @@
+"""This easgd-train process: when its run started, and a new run of it in its place.
+
+A worker that gives up a step stalled on a partition re-executes its own command line
+(`restart_this_process`, passed to `stall.StallWatch`): same pid, so the start time that
+/proc gives stays the first run's. The new run learns its own start from the environment
+(`RESTARTED_AT_ENV`), so that its timings, such as a session's start-up time, count from
+it. No TensorFlow here.
+"""
+
+import os
+import sys
+import time
+
+#: `time.monotonic()` at a re-execution, set by `restart_this_process` for the new run
+#: (Linux's monotonic clock is the same for every process and survives `execve`).
+RESTARTED_AT_ENV = "EASGD_TRAIN_RESTARTED_AT"
+
+
+def started_at():
+    """Returns the `time.monotonic()` value at which this run of the process started.
+
+    After `restart_this_process`, the time of the re-execution (read once: the variable is
+    taken out of the environment). Otherwise on Linux the process's start from /proc, so
+    that wall times include interpreter start-up and the TensorFlow import; elsewhere the
+    time of the call.
+    """
+    restarted_at = os.environ.pop(RESTARTED_AT_ENV, None)
+    if restarted_at is not None:
+        try:
+            return min(float(restarted_at), time.monotonic())
+        except ValueError:
+            pass
+    try:
+        with open("/proc/self/stat", encoding="ascii") as file:
+            # Field 22 is the start time in clock ticks after boot; the fields after the
+            # parenthesised command name start with field 3.
+            start_ticks = int(file.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as file:
+            uptime = float(file.read().split()[0])
+        age = uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        age = 0.0
+    return time.monotonic() - max(age, 0.0)
+
+
+def restart_this_process():
+    """Replaces this process by a new run of its own command line: same pid, same output.
+
+    Every thread, and with them the calls waiting in gRPC, ends; the sockets, which gRPC
+    opens close-on-exec, are closed; the new run starts as a restarted task does, and
+    `started_at()` there returns the time of this call.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    environment = dict(os.environ, **{RESTARTED_AT_ENV: repr(time.monotonic())})
+    os.execve(sys.executable, sys.orig_argv, environment)
