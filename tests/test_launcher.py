@@ -320,6 +320,25 @@ def test_drop_rejects_a_running_or_unknown_task():
             cluster.drop("ps 9")
 
 
+def _local_job_of_a_failing_chief(model_dir, chief, max_restarts):
+    """Runs a ps that serves and the chief `chief` (Python code) as local mode does.
+
+    Returns:
+        The job's exit code and what local mode printed.
+    """
+    tasks = [
+        TaskSpec("ps", 0, _python(SERVE), finishes=False),
+        TaskSpec("worker", 0, _python(chief)),
+    ]
+    plan = types.SimpleNamespace(
+        config=types.SimpleNamespace(model_dir=str(model_dir), timeout_secs=60),
+        max_restarts=max_restarts,
+    )
+    stream = io.StringIO()
+    display = progress.Display(1, 10, stream, bar=False)
+    return local._supervise(plan, tasks, display, stream), stream.getvalue()
+
+
 @pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("code", "job_code"), [(EXIT_USAGE, EXIT_USAGE), (EXIT_FAILED, EXIT_FAILED), (3, EXIT_FAILED)]
@@ -330,17 +349,9 @@ def test_local_mode_exits_2_when_a_task_does_and_1_on_any_other_failure(tmp_path
     chief = (
         f"import sys; print('easgd-train: worker 0: error: bad', file=sys.stderr); sys.exit({code})"
     )
-    tasks = [
-        TaskSpec("ps", 0, _python(SERVE), finishes=False),
-        TaskSpec("worker", 0, _python(chief)),
-    ]
-    plan = types.SimpleNamespace(
-        config=types.SimpleNamespace(model_dir=str(tmp_path), timeout_secs=60), max_restarts=0
-    )
-    stream = io.StringIO()
-    display = progress.Display(1, 10, stream, bar=False)
-    assert local._supervise(plan, tasks, display, stream) == job_code
-    assert stream.getvalue().endswith(
+    exit_code, printed = _local_job_of_a_failing_chief(tmp_path, chief, max_restarts=0)
+    assert exit_code == job_code
+    assert printed.endswith(
         f"easgd-train: error: worker 0 exited with code {code}; every other task was stopped. "
         f"Its last lines:\n  | easgd-train: worker 0: error: bad\n"
         f"Whole output: {tmp_path}/logs/worker_0.log\n"
@@ -353,17 +364,9 @@ def test_local_mode_restarts_a_failed_task_but_not_one_that_found_bad_input(tmp_
     # --max_restarts=2: a chief exiting 1 runs 1 + 2 times; one exiting 2 (bad input that
     # its restart would find again) once.
     chief = f"import sys; sys.exit({code})"
-    tasks = [
-        TaskSpec("ps", 0, _python(SERVE), finishes=False),
-        TaskSpec("worker", 0, _python(chief)),
-    ]
-    plan = types.SimpleNamespace(
-        config=types.SimpleNamespace(model_dir=str(tmp_path), timeout_secs=60), max_restarts=2
-    )
-    stream = io.StringIO()
-    display = progress.Display(1, 10, stream, bar=False)
-    assert local._supervise(plan, tasks, display, stream) == code
-    assert stream.getvalue().count("easgd-train: started worker 0, pid") == starts
+    exit_code, printed = _local_job_of_a_failing_chief(tmp_path, chief, max_restarts=2)
+    assert exit_code == code
+    assert printed.count("easgd-train: started worker 0, pid") == starts
 
 
 @pytest.mark.subprocess
