@@ -189,9 +189,43 @@ def test_a_step_on_a_frozen_ps_waits_without_rejoining(monkeypatch):
     assert rejoins == []
 
 
+def test_a_step_stuck_on_a_ps_that_takes_connections_rejoins_after_stuck_after_secs(
+    monkeypatch,
+):
+    # The ps takes connections all along, but the step never ends (a call lost on a ps that
+    # serves the other workers): given up once it has waited stuck_after_secs (0.5 s).
+    reporter, link, rejoins = _Reporter(), _Link(), []
+    monkeypatch.setattr(stall, "_accepts", link.accepts)
+    watch = stall.StallWatch(
+        reporter,
+        AFTER_SECS,
+        ["10.0.0.1:2222"],
+        poll_secs=POLL_SECS,
+        rejoin=lambda: rejoins.append(time.monotonic()),
+        stuck_after_secs=0.5,
+    )
+    try:
+        with watch.step(7):
+            started = time.monotonic()
+            time.sleep(0.8)
+    finally:
+        watch.close()
+    stalled, rejoining, _ = reporter.events
+    assert stalled["event"] == "stalled" and stalled["unreachable"] == []
+    assert rejoining["event"] == "rejoining" and rejoining["back_secs"] is None
+    # Polled every 20 ms: the first poll at or after 0.5 s calls `rejoin`, once.
+    assert 0.5 <= rejoining["secs"] < 0.6
+    assert len(rejoins) == 1 and 0.5 <= rejoins[0] - started < 0.65
+
+
 def test_rejoining_reads_as_text():
     event = {"event": "rejoining", "task": "worker 1", "step": 230, "secs": 27.5, "back_secs": 5.2}
     assert progress.format_event(event) == (
         "worker 1: local step 230 still waits 5.2 s after the parameter servers took "
         "connections again (27.5 s in all); restarting this process to rejoin from the centre"
+    )
+    stuck = dict(event, back_secs=None, secs=60.1)
+    assert progress.format_event(stuck) == (
+        "worker 1: local step 230 has waited 60.1 s on parameter servers that take "
+        "connections; restarting this process to rejoin from the centre"
     )

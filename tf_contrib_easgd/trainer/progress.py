@@ -114,6 +114,9 @@ _TEXT = {
         f"{e['task']}: local step {e['step']} still waits {e['back_secs']:.1f} s after the "
         f"parameter servers took connections again ({e['secs']:.1f} s in all); restarting "
         "this process to rejoin from the centre"
+        if e.get("back_secs") is not None
+        else f"{e['task']}: local step {e['step']} has waited {e['secs']:.1f} s on parameter "
+        "servers that take connections; restarting this process to rejoin from the centre"
     ),
     "waiting": lambda e: f"{e['task']}: waiting for {e['what']}",
     "done": lambda e: (

@@ -7,7 +7,10 @@ the step in progress and, once it has waited `after_secs`, reports a "stalled" e
 says which parameter servers still accept connections; when the step ends, "resumed".
 Given a `rejoin` function (easgd-train's processes pass `process.restart_this_process`), a step
 still waiting `rejoin_after_secs` after unreachable parameter servers took connections
-again is given up: "rejoining", and the process starts afresh from the centre.
+again is given up: "rejoining", and the process starts afresh from the centre. So is,
+with `stuck_after_secs`, a step that has waited that long though every parameter server
+took connections all along: a call lost on a ps that serves the other workers (the soak
+saw one), or a ps frozen that long.
 """
 
 import threading
@@ -21,6 +24,9 @@ _POLL_SECS = 0.5
 #: take connections again, before `rejoin`. TCP retransmits a lost segment after a backoff
 #: that grows with the cut (11-12 s after a 15 s cut here, up to 2 min).
 REJOIN_AFTER_SECS = 5.0
+#: How long easgd-train's steps may wait on parameter servers that take connections before
+#: the worker rejoins: 20 times the longest step of its built-in models under load.
+STUCK_AFTER_SECS = 60.0
 
 
 class StallWatch:
@@ -36,6 +42,8 @@ class StallWatch:
         rejoin: None, or a function called (from the watch's thread) to give up a stalled
             step whose unreachable parameter servers take connections again.
         rejoin_after_secs: how long such a step may still wait before `rejoin`.
+        stuck_after_secs: None, or how long a step may wait on parameter servers that took
+            connections all along before `rejoin` (a lost call, or a long-frozen ps).
     """
 
     def __init__(
@@ -46,6 +54,7 @@ class StallWatch:
         poll_secs=_POLL_SECS,
         rejoin=None,
         rejoin_after_secs=REJOIN_AFTER_SECS,
+        stuck_after_secs=None,
     ):
         if not after_secs > 0:
             raise ValueError(f"after_secs={after_secs!r}: must be > 0.")
@@ -55,6 +64,7 @@ class StallWatch:
         self._poll_secs = poll_secs
         self._rejoin = rejoin
         self._rejoin_after_secs = rejoin_after_secs
+        self._stuck_after_secs = stuck_after_secs
         self._lock = threading.Lock()
         self._started = None  # `time.monotonic()` when the step in progress started.
         self._local_step = 0
@@ -114,21 +124,23 @@ class StallWatch:
         if not all(_accepts(host) for host in self._ps_hosts):
             self._cut, self._back = True, None
             return
-        if not self._cut:
-            return  # A frozen ps takes connections all along: its step goes on by itself.
         now = time.monotonic()
-        if self._back is None:
-            self._back = now
-        if now - self._back < self._rejoin_after_secs:
+        if self._cut:
+            if self._back is None:
+                self._back = now
+            due = now - self._back >= self._rejoin_after_secs
+        else:
+            # A frozen ps takes connections all along, and its step goes on when it does;
+            # only a step that has waited `stuck_after_secs` is given up.
+            due = self._stuck_after_secs is not None and now - started >= self._stuck_after_secs
+        if not due:
             return
         with self._lock:
             if self._started != started:
                 return  # The step has ended meanwhile.
+        back_secs = now - self._back if self._cut else None
         self._reporter.event(
-            "rejoining",
-            step=self._local_step,
-            secs=now - started,
-            back_secs=now - self._back,
+            "rejoining", step=self._local_step, secs=now - started, back_secs=back_secs
         )
         self._closed.set()
         self._rejoin()

@@ -109,7 +109,15 @@ def run_worker(task, config, reporter, started_at, rejoin=None):
             files.events_dir(config.model_dir, task.task_index),
             graph=g.graph if task.is_chief else None,
         )
-        watch = stall.StallWatch(reporter, config.stall_report_secs, task.ps_hosts, rejoin=rejoin)
+        # A step lost on a ps that takes connections is given up before the session's
+        # operation timeout would fail the process.
+        watch = stall.StallWatch(
+            reporter,
+            config.stall_report_secs,
+            task.ps_hosts,
+            rejoin=rejoin,
+            stuck_after_secs=min(stall.STUCK_AFTER_SECS, config.timeout_secs / 2),
+        )
         worker = Worker(
             task, config, server, session_config, g, dataset, images, labels, reporter,
             writer, started_at, watch,
