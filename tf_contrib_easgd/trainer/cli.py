@@ -205,7 +205,9 @@ flags.DEFINE_float(
     30.0,
     "A worker whose training step has waited this long for the parameter servers says so "
     "(a cut link or a frozen process closes no connection: the step waits until they "
-    "answer, then goes on), and says again when it goes on.",
+    "answer, then goes on), and says again when it goes on. A step still stuck 5 s after "
+    "a cut link is back, or 60 s (at most half of --timeout_secs) on parameter servers "
+    "that take connections, restarts the worker in place to rejoin from the centre.",
 )
 flags.DEFINE_enum(
     "progress_format",
@@ -237,7 +239,7 @@ def run_task(plan, started_at, progress_format):
     except (TimeoutError, files.SaveError) as error:
         print(f"easgd-train: {plan.task.name}: error: {error}", file=sys.stderr, flush=True)
         return EXIT_FAILED
-    except UsageError as error:  # The chief's checkpoints: none restores.
+    except UsageError as error:  # The chief's checkpoints: none restores, or another job's.
         print(f"easgd-train: {plan.task.name}: error: {error}", file=sys.stderr, flush=True)
         return EXIT_USAGE
     return 0

@@ -7,6 +7,7 @@ A worker that gives up a step stalled on a partition re-executes its own command
 it. No TensorFlow here.
 """
 
+import math
 import os
 import sys
 import time
@@ -27,9 +28,11 @@ def started_at():
     restarted_at = os.environ.pop(RESTARTED_AT_ENV, None)
     if restarted_at is not None:
         try:
-            return min(float(restarted_at), time.monotonic())
+            value = float(restarted_at)
         except ValueError:
-            pass
+            value = math.nan
+        if math.isfinite(value):
+            return min(value, time.monotonic())
     try:
         with open("/proc/self/stat", encoding="ascii") as file:
             # Field 22 is the start time in clock ticks after boot; the fields after the

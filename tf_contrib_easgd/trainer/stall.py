@@ -24,8 +24,8 @@ _POLL_SECS = 0.5
 #: take connections again, before `rejoin`. TCP retransmits a lost segment after a backoff
 #: that grows with the cut (11-12 s after a 15 s cut here, up to 2 min).
 REJOIN_AFTER_SECS = 5.0
-#: How long easgd-train's steps may wait on parameter servers that take connections before
-#: the worker rejoins: 20 times the longest step of its built-in models under load.
+#: How long easgd-train's training steps may wait on parameter servers that take connections
+#: before the worker rejoins: far beyond any of them (milliseconds) or a ledger write.
 STUCK_AFTER_SECS = 60.0
 
 
@@ -43,7 +43,8 @@ class StallWatch:
             step whose unreachable parameter servers take connections again.
         rejoin_after_secs: how long such a step may still wait before `rejoin`.
         stuck_after_secs: None, or how long a step may wait on parameter servers that took
-            connections all along before `rejoin` (a lost call, or a long-frozen ps).
+            connections all along before `rejoin` (a lost call, or a long-frozen ps). It
+            is checked once the step is reported, so `after_secs` when that is longer.
     """
 
     def __init__(
@@ -70,24 +71,32 @@ class StallWatch:
         self._local_step = 0
         self._reported = False  # The step in progress was reported as stalled.
         self._cut = False  # A probe during the stalled step found a ps unreachable.
+        self._may_be_stuck = True  # The step in progress may be given up as stuck.
         self._back = None  # `time.monotonic()` since when every ps took connections again.
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="stall-watch", daemon=True)
         self._thread.start()
 
-    def step(self, local_step):
-        """A context manager around local step `local_step` (the steps taken before it)."""
-        return _Step(self, local_step)
+    def step(self, local_step, may_be_stuck=True):
+        """A context manager around local step `local_step` (the steps taken before it).
+
+        Args:
+            local_step: the steps taken before it.
+            may_be_stuck: False for work that may legitimately take long (an evaluation, a
+                checkpoint): reported, but never given up under `stuck_after_secs`.
+        """
+        return _Step(self, local_step, may_be_stuck)
 
     def close(self):
         """Stops the watching thread."""
         self._closed.set()
         self._thread.join(timeout=5 * self._poll_secs)
 
-    def _begin(self, local_step):
+    def _begin(self, local_step, may_be_stuck):
         with self._lock:
             self._started, self._local_step, self._reported = time.monotonic(), local_step, False
             self._cut, self._back = False, None
+            self._may_be_stuck = may_be_stuck
 
     def _end(self):
         with self._lock:
@@ -132,7 +141,11 @@ class StallWatch:
         else:
             # A frozen ps takes connections all along, and its step goes on when it does;
             # only a step that has waited `stuck_after_secs` is given up.
-            due = self._stuck_after_secs is not None and now - started >= self._stuck_after_secs
+            due = (
+                self._stuck_after_secs is not None
+                and self._may_be_stuck
+                and now - started >= self._stuck_after_secs
+            )
         if not due:
             return
         with self._lock:
@@ -147,12 +160,13 @@ class StallWatch:
 
 
 class _Step:
-    def __init__(self, watch, local_step):
+    def __init__(self, watch, local_step, may_be_stuck):
         self._watch = watch
         self._local_step = local_step
+        self._may_be_stuck = may_be_stuck
 
     def __enter__(self):
-        self._watch._begin(self._local_step)  # noqa: SLF001 - the watch's own helper.
+        self._watch._begin(self._local_step, self._may_be_stuck)  # noqa: SLF001
         return self
 
     def __exit__(self, *exc_info):

@@ -328,7 +328,7 @@ def _train(sess, worker, state):
     window = _Window(state.step, time.monotonic())
     while state.step < config.steps and not sess.should_stop():
         x, y = next(batches)
-        # All that the step calls on the parameter servers: the step, reports, a save.
+        # All that the step calls on the parameter servers: the step, the ledger, reports.
         with worker.stall.step(state.step):
             loss, _ = sess.run([g.loss, g.train_op], {g.images: x, g.labels: y})
             window.losses.append(loss)
@@ -342,14 +342,19 @@ def _train(sess, worker, state):
                 g.ledger.record(sess, step)
             if step % config.log_every_steps == 0 or last:
                 window = _report_progress(sess, worker, step, window)
-            if (
-                task.is_chief
-                and config.eval_every_steps
-                and (step % config.eval_every_steps == 0 or last)
-            ):
-                _report_centre(sess, worker, step)
-            if saving:
-                export.save_checkpoint(sess, g, config.model_dir)
+        evaluating = (
+            task.is_chief
+            and config.eval_every_steps
+            and (step % config.eval_every_steps == 0 or last)
+        )
+        if evaluating or saving:
+            # An evaluation of a large dataset or a save to a slow disk may take long:
+            # watched, but never given up as stuck.
+            with worker.stall.step(step, may_be_stuck=False):
+                if evaluating:
+                    _report_centre(sess, worker, step)
+                if saving:
+                    export.save_checkpoint(sess, g, config.model_dir)
 
 
 def _report_progress(sess, worker, step, window):
