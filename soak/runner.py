@@ -17,7 +17,7 @@ import time
 
 from soak import digest, measure, stacks
 from soak import schedule as schedule_module
-from tf_contrib_easgd.trainer import launcher, network, progress
+from tf_contrib_easgd.trainer import launcher, network, process, progress
 
 PORT = 2222
 #: Once every worker is within this fraction of its steps, no more faults: the job's end
@@ -181,7 +181,7 @@ class Soak:
         try:
             with (
                 network.HostNetwork(hosts, name="easgd-soak") as self._network,
-                launcher.sigterm_as_keyboard_interrupt(),
+                process.sigterm_as_keyboard_interrupt(),
             ):
                 self._cluster = launcher.LocalCluster(
                     self._tasks(), env=_child_env(), on_line=self._on_line,

@@ -18,6 +18,7 @@ from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_USAGE
 from tf_contrib_easgd.trainer.launcher import LocalCluster, TaskSpec
 
 LAUNCHER_PY = os.path.join(os.path.dirname(launcher.__file__), "launcher.py")
+PROCESS_PY = os.path.join(os.path.dirname(launcher.__file__), "process.py")
 
 # Children sleep in short steps so that none can outlive a broken test by long.
 SERVE = "import time\nprint('serving', flush=True)\nfor _ in range(600): time.sleep(0.1)"
@@ -231,16 +232,20 @@ def test_max_restarts_must_not_be_negative():
         LocalCluster([], max_restarts=-1)
 
 
-# A launcher of its own, in a separate process: launcher.py is loaded by path because it
-# needs nothing else of the package (the package's __init__ would import TensorFlow).
+# A launcher of its own, in a separate process: launcher.py and process.py are loaded by
+# path because they need nothing else of the package (whose __init__ imports TensorFlow).
 DRIVER = f"""
 import importlib.util, sys
-spec = importlib.util.spec_from_file_location("launcher", {LAUNCHER_PY!r})
-launcher = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(launcher)
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+launcher = load("launcher", {LAUNCHER_PY!r})
+process = load("process", {PROCESS_PY!r})
 tasks = [launcher.TaskSpec("worker", i, (sys.executable, "-c", {SERVE!r})) for i in range(2)]
 try:
-    with launcher.sigterm_as_keyboard_interrupt(), launcher.LocalCluster(
+    with process.sigterm_as_keyboard_interrupt(), launcher.LocalCluster(
         tasks, on_line=lambda task, line: print(task.name, line, flush=True),
         on_start=lambda task, pid, restarts: print("pid", pid, flush=True),
     ) as cluster:

@@ -247,3 +247,16 @@ def test_rejoining_reads_as_text():
         "worker 1: local step 230 has waited 60.1 s on parameter servers that take "
         "connections; restarting this process to rejoin from the centre"
     )
+
+
+@pytest.mark.parametrize(
+    "timeout_secs, expected",
+    [
+        (300.0, 60.0),  # easgd-train's default --timeout_secs: STUCK_AFTER_SECS, 60 s.
+        (120.0, 60.0),  # Half of it is exactly 60 s.
+        (30.0, 15.0),  # Half of 30 s, so the step rejoins before the session times out.
+        (1.0, 0.5),  # --timeout_secs's lower bound.
+    ],
+)
+def test_stuck_after_secs_is_60_s_or_half_the_timeout(timeout_secs, expected):
+    assert stall.stuck_after_secs(timeout_secs) == expected

@@ -20,7 +20,8 @@ naming the flag and the value.
 
 Exit codes: 0 done (or the help printed: --help, -h, --helpshort, --helpfull), 1 a task
 failed (a failed save too), 2 bad flags or TF_CONFIG or dataset, or a --model_dir, port or
-checkpoint unusable here (checked before any server starts), 130 interrupted.
+checkpoint unusable here (checked before any server starts), or a checkpoint of another
+model (checked before the first step), 130 interrupted.
 """
 
 import dataclasses

@@ -390,21 +390,3 @@ def make_die_with_parent():
     except (OSError, AttributeError):
         return None
     return lambda: prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-@contextlib.contextmanager
-def sigterm_as_keyboard_interrupt():
-    """Within the block, SIGTERM raises KeyboardInterrupt (so cleanup runs as on Ctrl-C)."""
-
-    def handler(signum, frame):
-        del signum, frame  # Unused.
-        raise KeyboardInterrupt("SIGTERM")
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -14,7 +14,7 @@ import time
 
 import portpicker
 
-from tf_contrib_easgd.trainer import cluster, files, launcher, progress
+from tf_contrib_easgd.trainer import cluster, files, launcher, process, progress
 from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 
 #: How long the launcher lets the parameter servers exit by themselves after the job.
@@ -131,7 +131,7 @@ def _supervise(plan, tasks, display, stream):
     log_dir = os.path.join(config.model_dir, files.LOGS_DIR)
     try:
         with (
-            launcher.sigterm_as_keyboard_interrupt(),
+            process.sigterm_as_keyboard_interrupt(),
             launcher.LocalCluster(
                 tasks,
                 env=_task_environment(),

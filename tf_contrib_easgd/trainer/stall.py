@@ -29,6 +29,18 @@ REJOIN_AFTER_SECS = 5.0
 STUCK_AFTER_SECS = 60.0
 
 
+def stuck_after_secs(timeout_secs):
+    """Returns how long easgd-train's steps may be stuck: `STUCK_AFTER_SECS`, or less.
+
+    Half of `timeout_secs` when that is shorter, so that a stuck step rejoins well before
+    the session's operation timeout fails the process.
+
+    Args:
+        timeout_secs: easgd-train's `--timeout_secs`, > 0.
+    """
+    return min(STUCK_AFTER_SECS, timeout_secs / 2)
+
+
 class StallWatch:
     """Reports a training step that has waited `after_secs`, then its end.
 

@@ -116,7 +116,7 @@ def run_worker(task, config, reporter, started_at, rejoin=None):
             config.stall_report_secs,
             task.ps_hosts,
             rejoin=rejoin,
-            stuck_after_secs=min(stall.STUCK_AFTER_SECS, config.timeout_secs / 2),
+            stuck_after_secs=stall.stuck_after_secs(config.timeout_secs),
         )
         worker = Worker(
             task, config, server, session_config, g, dataset, images, labels, reporter,
