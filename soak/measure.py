@@ -282,20 +282,17 @@ def _short(name):
 
 
 def startups(events):
-    """The start-up (exec to first session) of each process of a task: its first "started".
+    """The start-up (exec to first session) of each run of a task's process.
 
-    Later sessions of a process (recoveries) count from its start too, and a process that
-    rejoined (re-executed itself) keeps its first start time: neither is a start-up.
+    A run's first "started" event: a fresh process's, or that of a worker that rejoined
+    (re-executed itself), whose start-up counts from the re-execution. Later sessions of a
+    run follow a recovery (`recoveries` > 0) and are not start-ups.
     """
-    startups, rejoined = [], set()
-    for event in events:
-        if event["event"] == "rejoining":
-            rejoined.add(event["task"])
-        elif event["event"] == "started" and not event.get("recoveries"):
-            if event["task"] not in rejoined:
-                startups.append(event["startup_secs"])
-            rejoined.discard(event["task"])
-    return startups
+    return [
+        event["startup_secs"]
+        for event in events
+        if event["event"] == "started" and not event.get("recoveries")
+    ]
 
 
 @dataclasses.dataclass(frozen=True)

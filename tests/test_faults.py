@@ -198,6 +198,11 @@ def test_a_restarted_ps_gets_the_centre_back_from_the_latest_checkpoint(tmp_path
     assert 1 <= recoveries <= 2
     assert job.of("worker 0", "started")[-1]["recoveries"] == recoveries
     assert len(job.of("worker 1", "recovering")) <= 2
+    # Each session after a recovery says how long it took from the lost ps on, a part of
+    # the process's life so far; the first session, only the process's start-up.
+    first, *later = job.of("worker 0", "started")
+    assert "recovery_secs" not in first and 1 <= len(later) <= recoveries
+    assert all(0 < e["recovery_secs"] < e["startup_secs"] for e in later)
     # The chief's new session found the centre gone and restored the checkpoint of its
     # step 400, exactly: the global_step and a digest of every centre variable read right
     # after the restore equal the checkpoint's.

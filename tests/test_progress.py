@@ -77,6 +77,11 @@ def test_parse_event_ignores_other_lines(line):
         ({"event": "started", "task": "worker 1", "startup_secs": 12.34, "step": 0,
           "global_step": 37},
          "worker 1: session ready after 12.3 s at local step 0, 37 exchanges so far"),
+        # After a recovery: how long the new session took from the lost task on.
+        ({"event": "started", "task": "worker 1", "startup_secs": 95.0, "recovery_secs": 6.34,
+          "step": 340, "global_step": 61, "recoveries": 1},
+         "worker 1: session ready again 6.3 s after losing a task at local step 340, 61 "
+         "exchanges so far"),
         ({"event": "started", "task": "worker 0", "startup_secs": 2.0, "step": 0,
           "global_step": 0, "transport": "direct"},
          "worker 0: session ready after 2.0 s at local step 0, 0 exchanges so far (exchange "

@@ -299,11 +299,11 @@ def test_start_ups_are_first_sessions_of_fresh_processes():
         _event(10.0, "worker 0", "started", startup_secs=9.0, recoveries=0),
         _event(50.0, "worker 0", "started", startup_secs=49.0, recoveries=1),  # A recovery.
         _event(60.0, "worker 1", "rejoining", step=300),
-        # The same process after its exec: its start time is the first exec's.
-        _event(75.0, "worker 1", "started", startup_secs=70.0, recoveries=0),
+        # The same process after its exec: its start-up counts from the re-execution.
+        _event(75.0, "worker 1", "started", startup_secs=14.0, recoveries=0),
         _event(90.0, "worker 1", "started", startup_secs=12.0, recoveries=0),  # A restart.
     ]
-    assert measure.startups(events) == [9.0, 12.0]
+    assert measure.startups(events) == [9.0, 14.0, 12.0]
 
 
 def test_the_sampler_dumps_a_silent_worker_once_per_interval(tmp_path):

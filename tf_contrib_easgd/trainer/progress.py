@@ -91,8 +91,13 @@ _TEXT = {
         f"test loss {e['loss']:.4f}"
     ),
     "started": lambda e: (
-        f"{e['task']}: session ready after {e['startup_secs']:.1f} s at local step "
-        f"{e.get('step', 0)}, {e.get('global_step', 0)} exchanges so far"
+        f"{e['task']}: session ready "
+        + (
+            f"again {e['recovery_secs']:.1f} s after losing a task"
+            if e.get("recovery_secs") is not None
+            else f"after {e['startup_secs']:.1f} s"
+        )
+        + f" at local step {e.get('step', 0)}, {e.get('global_step', 0)} exchanges so far"
         + (f" (exchange transport: {e['transport']})" if e.get("transport") else "")
     ),
     "recovering": lambda e: (

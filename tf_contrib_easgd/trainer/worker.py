@@ -61,6 +61,7 @@ class TrainState:
     train_secs: float = 0.0
     steps_taken: int = 0  # By this process (a restarted worker resumes from the ledger).
     recoveries: int = 0
+    recovering_since: float = None  # `time.monotonic()` when the recovery under way began.
     restored: dict = dataclasses.field(default_factory=dict)
 
 
@@ -142,6 +143,7 @@ def _train_with_recovery(worker, state):
         # Then a new session: the chief restores the centre if the ps lost it.
         del recoveries  # `state` counts the recoveries of `_RecoveryReporter` too.
         state.recoveries += 1
+        state.recovering_since = time.monotonic()
         worker.reporter.event(
             "recovering", step=state.step, error=f"{type(error).__name__}: {_first_line(error)}"
         )
@@ -251,6 +253,7 @@ class _RecoveryReporter(tf.compat.v1.train.SessionCreator):
         state = self._state
         if self._created and not self._reported:
             state.recoveries += 1
+            state.recovering_since = time.monotonic()
             self._reported = True
             self._worker.reporter.event(
                 "recovering",
@@ -276,30 +279,34 @@ class _StartReporter(tf.compat.v1.train.SessionRunHook):
         state = self._state
         state.step = state.session_start = self._worker.g.ledger.own_steps(session)
         self._worker.reporter.event("started", **_start_report(session, self._worker, state))
+        state.recovering_since = None
 
 
 def _start_report(session, worker, state):
     """The fields of the "started" event: where the new session found the job.
 
-    `global_step` counts the exchanges so far (above 0 for a worker that joins late or is
-    restarted), `distance` is the elastic distance right after the hook copied the centre
-    into the worker (0), `transport` how the exchanges reach the parameter servers. The
-    chief adds `centre_sha256` (see `export.centre_digest`) and, after a restore, where
-    from.
+    `global_step` counts the exchanges so far, `distance` is the elastic distance right
+    after the hook copied the centre into the worker (0), `transport` how the exchanges
+    reach the parameter servers; `startup_secs` counts from the start of this run of the
+    process, `recovery_secs` from that of the recovery, if any. The chief adds
+    `centre_sha256` (`export.centre_digest`) and, after a restore, where from.
     """
     g, task = worker.g, worker.task
     fetches = {"global_step": g.global_step, "distance": g.distance}
     if task.is_chief:
         fetches["centre"] = g.centre_by_name()
     values = session.run(fetches)
+    now = time.monotonic()
     report = {
-        "startup_secs": time.monotonic() - worker.started_at,
+        "startup_secs": now - worker.started_at,
         "step": state.step,
         "recoveries": state.recoveries,
         "global_step": int(values["global_step"]),
         "distance": float(values["distance"]),
         "transport": g.hook.exchange_transport,
     }
+    if state.recovering_since is not None:
+        report["recovery_secs"] = now - state.recovering_since
     if task.is_chief:
         report["centre_sha256"] = export.centre_digest(values["centre"])
         report.update(state.restored)
@@ -392,5 +399,4 @@ def _report_centre(sess, worker, step):
 
 def _first_line(error):
     """The first line of an error's message, for a progress event."""
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else ""
+    return (str(error).strip().splitlines() or [""])[0]
