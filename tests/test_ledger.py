@@ -40,16 +40,16 @@ def test_counts_and_the_end_of_the_job_are_shared_through_ps_0(world, cluster, c
         chief_session.run(init)
         # A new job: every count 0, not done, nobody has acknowledged.
         assert other.all_steps(other_session) == [0, 0]
-        assert other.read_end(other_session) == (False, [False, False])
+        assert other.read(other_session) == ([0, 0], False, [False, False])
         chief.record(chief_session, 30)
         other.record(other_session, 20)
         other.record(other_session, 40)  # A count is overwritten, not added to.
         assert chief.all_steps(chief_session) == [30, 40]
         assert (chief.own_steps(chief_session), other.own_steps(other_session)) == (30, 40)
         chief.end_job(chief_session)
-        assert other.read_end(other_session) == (True, [False, False])
+        assert other.read(other_session) == ([30, 40], True, [False, False])
         other.acknowledge(other_session)
-        assert chief.read_end(chief_session) == (True, [False, True])
+        assert chief.read(chief_session) == ([30, 40], True, [False, True])
 
 
 def test_a_checkpoint_holds_the_counts(world, cluster, container, tmp_path):

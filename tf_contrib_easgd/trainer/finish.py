@@ -83,7 +83,7 @@ def _wait_for_acknowledgements(sess, worker, finished):
     """Waits until the `finished` workers have seen the end (`ACKNOWLEDGE_SECS` at most)."""
     deadline = time.monotonic() + ACKNOWLEDGE_SECS
     while True:
-        _, acknowledged = worker.g.ledger.read_end(sess)
+        _, _, acknowledged = worker.g.ledger.read(sess)
         unaware = [index for index in finished if not acknowledged[index]]
         if not unaware:
             return
@@ -117,8 +117,7 @@ def wait_for_end(sess, worker, state):
     chief_steps, changed = None, time.monotonic()
     while True:
         with worker.stall.step(state.step):
-            done, _ = g.ledger.read_end(sess)
-            steps = g.ledger.all_steps(sess)
+            steps, done, _ = g.ledger.read(sess)
         if state.step < config.steps:
             return False
         if done:

@@ -56,7 +56,8 @@ class WorkLedger:
             ).op
             self._own_steps = tf.identity(self.local_steps[task_index], name="own_steps")
             self._read_steps = tf.identity(self.local_steps, name="all_steps")
-            self._read_end = (
+            self._read = (
+                self._read_steps,
                 tf.identity(self.job_done, name="job_done"),
                 tf.identity(self.acknowledged, name="acknowledged"),
             )
@@ -81,7 +82,10 @@ class WorkLedger:
         """On another worker: says that it has seen the end of the job."""
         session.run(self._acknowledge)
 
-    def read_end(self, session):
-        """`(job_done, [acknowledged of each worker])`."""
-        done, acknowledged = session.run(self._read_end)
-        return bool(done), [bool(value) for value in acknowledged]
+    def read(self, session):
+        """The whole ledger in one call: `(local steps, job_done, acknowledged)`.
+
+        `local steps` and `acknowledged` are lists indexed by task index.
+        """
+        steps, done, acknowledged = session.run(self._read)
+        return [int(count) for count in steps], bool(done), [bool(value) for value in acknowledged]
