@@ -277,6 +277,26 @@ def test_worker_graph_placement():
     }
 
 
+def test_the_parameter_servers_write_and_read_the_checkpoints():
+    io_types = ("SaveV2", "RestoreV2", "MergeV2Checkpoints")
+    # The checkpoint saver is sharded: each ps saves (and restores) the variables it holds
+    # with ops on its own device, so the files are written by, and read by, the parameter
+    # servers; the chief writes only the `checkpoint` file that names the latest. A
+    # multi-machine job therefore needs a --model_dir that every task reaches.
+    chief = cluster.TaskConfig(("p0:1", "p1:1"), ("w0:1", "w1:1"), "worker", 0)
+    g = graph.build_worker_graph(chief, _config("/unused"), (8, 8, 1), 10)
+    scope = g.saver.saver_def.save_tensor_name.split("/")[0]
+    by_type = {}
+    for op in g.graph.get_operations():
+        if op.name.startswith(scope + "/") and op.type in io_types:
+            by_type.setdefault(op.type, set()).add(_job_and_task(op.device))
+    assert by_type == {
+        "SaveV2": {"/job:ps/task:0", "/job:ps/task:1"},
+        "RestoreV2": {"/job:ps/task:0", "/job:ps/task:1"},
+        "MergeV2Checkpoints": {"/job:ps/task:1"},  # Beside the last shard.
+    }
+
+
 @pytest.mark.parametrize(
     ("name", "kind", "after_one_step"),
     [

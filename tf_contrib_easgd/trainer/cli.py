@@ -173,7 +173,8 @@ flags.DEFINE_string(
     None,
     "Directory of checkpoints, TensorBoard events (worker_<i>/), the exported centre "
     "(export/), summary.json and, in local mode, the tasks' logs (logs/). Default: a new "
-    "temporary directory. Task mode: give every task the same (shared) directory.",
+    "temporary directory. Task mode: give every task, the parameter servers too (they "
+    "write the checkpoints' data), the same shared directory.",
 )
 flags.DEFINE_integer(
     "save_checkpoint_steps",
