@@ -1,6 +1,8 @@
-"""OS processes of a test's job: liveness, the environment of children, easgd-train tasks."""
+"""OS processes of a test's job: liveness, the environment of children, easgd-train tasks,
+and Python scripts run in a fresh interpreter."""
 
 import os
+import subprocess
 import sys
 import time
 
@@ -31,6 +33,30 @@ def child_env():
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     env.pop("TF_CONFIG", None)
     return env
+
+
+def run_python_script(source, tmp_path, timeout_secs=240):
+    """Runs `source` as `tmp_path/script.py` in a fresh interpreter, in `tmp_path`.
+
+    Without TF_USE_LEGACY_KERAS in its environment, so that the script decides which Keras
+    TensorFlow loads.
+
+    Returns:
+        The `subprocess.CompletedProcess`, with its output as text.
+    """
+    script = tmp_path / "script.py"
+    script.write_text(source)
+    env = child_env()
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    return subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_secs,
+        check=False,
+    )
 
 
 def easgd_train_tasks(flags, tasks=(("ps", 0), ("worker", 0), ("worker", 1)), num_workers=2):

@@ -4,14 +4,12 @@ Placement tests only build graphs against a multi-ps ClusterSpec; no server is s
 """
 
 import importlib.util
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from clusters import is_resource
+from processes import run_python_script
 
 from tf_contrib_easgd import (
     GLOBAL_STEP,
@@ -289,17 +287,7 @@ print("ops added by minimize:", len(graph.get_operations()) - ops_before)
     importlib.util.find_spec("tf_keras") is None, reason="needs tf-keras (.[legacy-keras])"
 )
 def test_keras_layers_variables_are_refused_with_their_name(tmp_path):
-    script = tmp_path / "keras_layers.py"
-    script.write_text(KERAS_LAYER_SCRIPT)
-    environment = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        env=dict(environment, TF_CPP_MIN_LOG_LEVEL="2"),
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    done = run_python_script(KERAS_LAYER_SCRIPT, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "ValueError: Variable 'dense/kernel:0' was not created through" in done.stdout
     assert "through the getter: 0" in done.stdout

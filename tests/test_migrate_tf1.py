@@ -8,13 +8,11 @@ in a fresh process (TensorFlow 2.21 and, in the 2.15 suite, 2.15).
 
 import importlib.util
 import io
-import os
 import re
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from processes import run_python_script
 
 from tf_contrib_easgd.migrate import cli as migrate
 from tf_contrib_easgd.migrate import codemod, hand_edits
@@ -538,7 +536,7 @@ def test_every_name_in_the_hand_edits_exists_in_tensorflow(tmp_path):
         f'import os\nos.environ["TF_USE_LEGACY_KERAS"] = "1"\nimport tensorflow as tf\n\n'
         f"for name in {names!r}:\n    eval(name)\nprint('ok', {len(names)})\n"
     )
-    done = _python(check, tmp_path)
+    done = run_python_script(check, tmp_path)
     assert done.stdout.strip() == f"ok {len(names)}", done.stderr[-3000:]
 
 
@@ -676,23 +674,6 @@ if __name__ == "__main__":
 '''
 
 
-def _python(source, tmp_path):
-    """Runs `source` as a script in a fresh process without TF_USE_LEGACY_KERAS set."""
-    script = tmp_path / "script.py"
-    script.write_text(source)
-    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    return subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-
-
 @pytest.mark.subprocess
 @pytest.mark.skipif(not HAS_TF_KERAS, reason="needs tf-keras for tf.compat.v1.layers")
 def test_tf1_script_runs_after_both_tools(tmp_path):
@@ -704,6 +685,6 @@ def test_tf1_script_runs_after_both_tools(tmp_path):
     migration = codemod.migrate_source(after.read_text())
     assert not [f for f in migration.findings if f.unconverted]
     assert codemod.migrate_source(migration.code).code == migration.code
-    done = _python(migration.code, tmp_path)
+    done = run_python_script(migration.code, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "runs 5 internal int32 tags ['loss']"
