@@ -61,8 +61,13 @@ class TrainState:
     train_secs: float = 0.0
     steps_taken: int = 0  # By this process (a restarted worker resumes from the ledger).
     recoveries: int = 0
-    recovering_since: float = None  # `time.monotonic()` when the recovery under way began.
+    recovering_since: float | None = None  # `time.monotonic()` at the recovery under way.
     restored: dict = dataclasses.field(default_factory=dict)
+
+    def begin_recovery(self):
+        """Counts a recovery and notes when it began, for the next "started" event."""
+        self.recoveries += 1
+        self.recovering_since = time.monotonic()
 
 
 def run_worker(task, config, reporter, started_at, rejoin=None):
@@ -142,8 +147,7 @@ def _train_with_recovery(worker, state):
     def on_recovery(error, recoveries):
         # Then a new session: the chief restores the centre if the ps lost it.
         del recoveries  # `state` counts the recoveries of `_RecoveryReporter` too.
-        state.recoveries += 1
-        state.recovering_since = time.monotonic()
+        state.begin_recovery()
         worker.reporter.event(
             "recovering", step=state.step, error=f"{type(error).__name__}: {_first_line(error)}"
         )
@@ -252,8 +256,7 @@ class _RecoveryReporter(tf.compat.v1.train.SessionCreator):
     def create_session(self):
         state = self._state
         if self._created and not self._reported:
-            state.recoveries += 1
-            state.recovering_since = time.monotonic()
+            state.begin_recovery()
             self._reported = True
             self._worker.reporter.event(
                 "recovering",
@@ -399,4 +402,5 @@ def _report_centre(sess, worker, step):
 
 def _first_line(error):
     """The first line of an error's message, for a progress event."""
-    return (str(error).strip().splitlines() or [""])[0]
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else ""
