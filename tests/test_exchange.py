@@ -243,3 +243,41 @@ def test_non_exchange_steps_touch_no_remote_device(world, cluster, container, tr
         np.testing.assert_array_equal(after, np.full(1000, 0.25))
         assert session.run(global_step.read_value()) == 1
         np.testing.assert_array_equal(session.run(variables[0].read_value()), np.full(1000, 0.25))
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("share_devices", [True, False], ids=["direct", "remote_call"])
+def test_an_exchange_moves_both_sides_by_the_same_d_to_the_bit(
+    world, cluster, container, share_devices
+):
+    # Each side computes d in one kernel of its own (centre -= alpha * (centre - x) on the
+    # ps, x -= alpha * (x - centre) on the worker); both must equal, to the bit, the
+    # float32 arithmetic of d = alpha * (x - centre), centre + d, x - d, here worked by
+    # NumPy on random values, with alpha = 0.3 (not a power of two: every product rounds).
+    rng = np.random.default_rng(7)
+    start = rng.normal(size=1000).astype(np.float32)
+    gradient = rng.normal(size=1000).astype(np.float32)
+    getter = ElasticAverageCustomGetter(WORKER)
+    with tf.Graph().as_default() as graph:
+        with worker_scope(cluster.spec, 0, getter, container):
+            w = tf.compat.v1.get_variable("w", initializer=tf.constant(start))
+            opt = ElasticAverageOptimizer(
+                tf.compat.v1.train.GradientDescentOptimizer(1.0), 1, getter,
+                communication_period=1, moving_rate=0.3, rho=0.0,
+            )  # fmt: skip
+            train_op = opt.minimize(tf.reduce_sum(tf.constant(gradient) * w))
+        entry = getter.find(w)
+        with cluster.session(0, graph, share_devices) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(tf.compat.v1.local_variables_initializer())
+            session.run(opt.get_init_op(0))
+            assert opt.choose_exchange_transport(session) == (
+                "direct" if share_devices else "remote_call"
+            )
+            session.run(train_op)
+            worker, local, centre = session.run([w, entry.local_center, entry.global_center])
+    x = start - gradient  # The local step, lr 1.
+    d = np.float32(0.3) * (x - start)
+    np.testing.assert_array_equal(centre, start + d)
+    np.testing.assert_array_equal(worker, x - d)
+    np.testing.assert_array_equal(local, start)

@@ -171,3 +171,41 @@ def test_monitored_sessions_run_the_exchange_and_stop_it(world, cluster, contain
         reads, _, hook = build(1)
         with cluster.monitored_session(1, hook) as sess:
             np.testing.assert_array_equal(sess.run(reads[0]), centre)
+
+
+@pytest.mark.cluster
+def test_the_runner_reads_the_centre_once_the_copy_has_arrived(world, cluster, container):
+    # Period 1, alpha 0.5, lr 0.5 on 0.5 * w^2 (each step halves w), from w = 8. Between two
+    # exchanges another worker moves the centre (here: +1 by hand). The runner's next step
+    # starts as soon as it has queued a reply and then waits for the next copy; the centre
+    # it moves must be read once that copy has come, not when it started waiting.
+    # Step 1 sends 4: d = 0.5 (4 - 8) = -2, centre 6. The other worker: centre 7.
+    # Step 2: w = 2, lands d: w = 4; sends 4: d = 0.5 (4 - 7) = -1.5, centre 5.5 (a centre
+    # read before the other worker's move would give d = -1 and centre 6).
+    # The finish op lands it: w = 5.5, local centre 7.
+    getter = ElasticAverageCustomGetter("/job:worker/task:0")
+    with tf.Graph().as_default() as graph:
+        with worker_scope(cluster.spec, 0, getter, container):
+            w, opt, train_op, global_step = build_quadratic(
+                getter, 8.0, communication_period=1, moving_rate=0.5, overlap=True
+            )
+        entry = getter.find(w)
+        other_worker = entry.global_center.assign_add(1.0)
+        finish = opt.get_finish_op()
+        coordinator = tf.train.Coordinator()
+        with cluster.session(0, graph) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(tf.compat.v1.local_variables_initializer())
+            session.run(opt.get_init_op(0))
+            threads = tf.compat.v1.train.start_queue_runners(session, coordinator)
+            session.run(train_op)
+            _wait_for_exchanges(session, global_step, 1)
+            time.sleep(0.1)  # The runner's next step has started and waits for a copy.
+            assert session.run(other_worker) == 7.0
+            session.run(train_op)
+            _wait_for_exchanges(session, global_step, 2)
+            assert session.run(entry.global_center) == 5.5
+            session.run(finish)
+            assert session.run([w, entry.local_center]) == [5.5, 7.0]
+            coordinator.request_stop()
+            coordinator.join(threads, stop_grace_period_secs=DEADLINE_SECS)

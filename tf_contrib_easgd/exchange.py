@@ -10,6 +10,8 @@ import typing
 
 import tensorflow as tf
 
+from tf_contrib_easgd import wire as wire_format
+from tf_contrib_easgd.exchange_halves import ExchangeHalves, elastic_difference
 from tf_contrib_easgd.gating import branch_gates
 from tf_contrib_easgd.graph_functions import call_function, define_function, return_after
 from tf_contrib_easgd.task_groups import group_by_task
@@ -36,7 +38,7 @@ class _CallGates(typing.NamedTuple):
     direct_call: tf.Tensor  # Alive when it calls directly.
 
 
-class ElasticExchange:
+class ElasticExchange(ExchangeHalves):
     """Builds the elastic exchange of one worker, one remote call per parameter server task.
 
     Construct it outside any control-flow context (it defines the ps-side functions), then
@@ -45,12 +47,21 @@ class ElasticExchange:
 
     Each variable's exchange through a call has two halves, built by `_move_centre` (on the
     task) and `_move_worker` (on the worker); both move by the same
-    d = alpha * (value - centre) (`elastic_difference`). A subclass may override the two
-    halves (the benchmarks' copy-only exchange does).
+    d = alpha * (value - centre), to the bit. A subclass may override the two halves (the
+    benchmarks' copy-only exchange does). With a 16-bit `wire`, the values of float
+    variables cross as differences from a reference both sides hold (wire.py), and
+    `_wire_centre_half` / `_wire_worker_half` build the halves instead.
     """
 
     def __init__(
-        self, centered, worker_device, moving_rate, global_step, use_locking, transport=None
+        self,
+        centered,
+        worker_device,
+        moving_rate,
+        global_step,
+        use_locking,
+        transport=None,
+        wire=None,
     ):
         """Groups the centres by task and defines the functions of each parameter server task.
 
@@ -62,12 +73,22 @@ class ElasticExchange:
             use_locking: whether the updates take locks.
             transport: the `transport.ExchangeTransport` that chooses how calls go; None:
                 always by `RemoteCall`.
+            wire: a `wire.Wire` to send the values of the centres on other tasks in 16
+                bits; None sends them at full width.
         """
         self._worker_device = worker_device
         self._transport = transport
         self._moving_rate = moving_rate
         self._use_locking = use_locking
+        self._wire = wire
         self._local, self._remote = group_by_task(centered, global_step, worker_device)
+        # Made here, outside the functions that use them: one per centre sent narrowed.
+        self._references = {
+            entry.global_center.name: wire.reference(entry)
+            for group in self._remote
+            for entry in group.entries
+            if self._narrows(entry)
+        }
         self._calls = {
             group.target: self._define_task_calls(group, index)
             for index, group in enumerate(self._remote)
@@ -188,8 +209,7 @@ class ElasticExchange:
     def _define_task_function(self, group, index):
         """Defines the function a `RemoteCall` runs on the task of `group` (its half)."""
         signature = [
-            tf.TensorSpec(entry.worker.shape, entry.worker.dtype.base_dtype)
-            for entry in group.entries
+            tf.TensorSpec(entry.worker.shape, self._sent_dtype(entry)) for entry in group.entries
         ]
         if group.global_step is not None:
             signature.append(tf.TensorSpec([], group.global_step.dtype.base_dtype))
@@ -210,13 +230,22 @@ class ElasticExchange:
                 (placed on the task by the call), the task's device in a direct call.
 
         Returns:
-            The centres as read, then the global step as read if any (a `RemoteCall` takes
-            and returns at least one tensor).
+            The centres as read (as 16-bit differences from the references where they
+            cross narrowed), then the global step as read if any (a `RemoteCall` takes and
+            returns at least one tensor).
         """
-        centres = [VariableAddress.of(entry.global_center) for entry in group.entries]
         with tf.compat.v1.device(device):
             read, moved = [], []
-            for address, value in zip(centres, inputs, strict=False):
+            for entry, value in zip(group.entries, inputs, strict=False):
+                address = VariableAddress.of(entry.global_center)
+                if self._narrows(entry):
+                    reference = self._references[entry.global_center.name]
+                    reply, updates = self._wire_centre_half(
+                        address, VariableAddress.of(reference), value
+                    )
+                    read.append(reply)
+                    moved += updates
+                    continue
                 centre = address.read(copy=True)
                 read.append(centre)
                 moved.append(self._move_centre(address, value, centre))
@@ -247,10 +276,18 @@ class ElasticExchange:
         """
         workers = [VariableAddress.of(entry.worker) for entry in group.entries]
         local_centres = [VariableAddress.of(entry.local_center) for entry in group.entries]
+        narrowed = [self._narrows(entry) for entry in group.entries]
 
         def exchange_with_task():
             with tf.compat.v1.device(self._worker_device):
-                values = [address.read() for address in workers]
+                values = [
+                    wire_format.encode(worker.read(), local_centre.read(), self._wire.dtype)
+                    if narrows
+                    else worker.read()
+                    for worker, local_centre, narrows in zip(
+                        workers, local_centres, narrowed, strict=True
+                    )
+                ]
                 inputs = list(values)
                 if group.global_step is not None:
                     inputs.append(tf.ones([], group.global_step.dtype.base_dtype))
@@ -264,11 +301,12 @@ class ElasticExchange:
                         f=task_function,
                     )
                 updates = []
-                for worker, local_centre, value, centre in zip(
-                    workers, local_centres, values, outputs, strict=False
+                for worker, local_centre, value, centre, narrows in zip(
+                    workers, local_centres, values, outputs, narrowed, strict=False
                 ):
                     centre.set_shape(value.shape)
-                    updates += self._move_worker(worker, local_centre, value, centre)
+                    move = self._wire_worker_half if narrows else self._move_worker
+                    updates += move(worker, local_centre, value, centre)
                 return return_after([*updates, outputs[-1].op], [tf.constant(True)])
 
         exchange_with_task.__name__ = f"easgd_exchange_with_task_{index}"
@@ -329,51 +367,13 @@ class ElasticExchange:
 
     # The arithmetic of one variable's exchange.
 
-    def _move_centre(self, centre_address, value, centre):
-        """Builds the task's half of the exchange of one variable in a function being traced:
-        moves the centre by d = alpha * (value - centre); returns the update op.
+    def _narrows(self, entry):
+        """Whether `entry`'s values cross the wire as 16-bit differences."""
+        return self._wire is not None and self._wire.narrows(entry.worker)
 
-        Args:
-            centre_address: the `VariableAddress` of the global centre.
-            value: the worker's value that the exchange sent.
-            centre: the centre as the exchange read it.
-        """
-        return centre_address.assign_add(
-            elastic_difference(self._moving_rate, value, centre), self._use_locking
-        )
-
-    def _move_worker(self, worker, local_centre, value, centre):
-        """Builds the worker's half of the exchange of one variable in a function being
-        traced: sets the local centre to `centre` and moves the worker by
-        d = alpha * (value - centre), the d that `_move_centre` moves the centre by the
-        other way.
-
-        Args:
-            worker, local_centre: the `VariableAddress`es of the worker's variable and of
-                its local centre.
-            value: the worker's value that the exchange sent.
-            centre: the centre as the exchange read it.
-
-        Returns:
-            The update ops.
-        """
-        delta = elastic_difference(self._moving_rate, value, centre)
-        return self._update_worker(worker, local_centre, centre, delta)
-
-    def _update_worker(self, worker, local_centre, centre, delta):
-        """Builds the local centre's assignment of `centre` and the worker's subtraction of
-        `delta`; returns the two ops."""
-        return [
-            local_centre.assign(centre, self._use_locking),
-            worker.assign_sub(delta, self._use_locking),
-        ]
-
-
-def elastic_difference(moving_rate, value, centre):
-    """Builds d = alpha * (value - centre): every move of an exchange, overlapped or not,
-    builds it here, so that the worker and the centre move by the same float operations on
-    the same inputs."""
-    return tf.cast(moving_rate, centre.dtype) * (value - centre)
+    def _sent_dtype(self, entry):
+        """The dtype in which `entry`'s value crosses the wire."""
+        return self._wire.dtype if self._narrows(entry) else entry.worker.dtype.base_dtype
 
 
 def _call_name(target):

@@ -21,6 +21,7 @@ from tf_contrib_easgd.penalty import GRADIENT, ElasticPenalty
 from tf_contrib_easgd.startup import build_init_op
 from tf_contrib_easgd.swapping_saver import swapping_saver
 from tf_contrib_easgd.transport import ExchangeTransport
+from tf_contrib_easgd.wire import Wire, check_wire_dtype
 
 _LOCAL = tf.compat.v1.GraphKeys.LOCAL_VARIABLES
 _GATE_OP = tf.compat.v1.train.Optimizer.GATE_OP
@@ -60,6 +61,7 @@ class ElasticAverageOptimizer(ContribAttributes, tf.compat.v1.train.Optimizer):
         *,
         penalty=GRADIENT,
         overlap=False,
+        wire_dtype=None,
     ):
         """Creates the optimizer and its `local_step` variable on the worker.
 
@@ -89,6 +91,11 @@ class ElasticAverageOptimizer(ContribAttributes, tf.compat.v1.train.Optimizer):
             overlap: keyword only; True overlaps each exchange with the next tau local
                 steps: a queue runner sends it and its move lands on the worker at the next
                 exchange (docs/DESIGN.md, "The overlapped exchange"). False: in the step.
+            wire_dtype: keyword only; `tf.bfloat16` or `tf.float16` (or their names) sends
+                what an exchange moves between a worker and a parameter server in 16 bits:
+                differences from a reference both sides hold, of which each ps keeps a
+                float32 copy per worker; the centre stays float32 (docs/DESIGN.md, "A
+                16-bit wire"). None (or `tf.float32`), the default, sends float32 values.
 
         Raises:
             TypeError: if an argument has the wrong type (e.g. `opt` is a Keras optimizer).
@@ -108,6 +115,7 @@ class ElasticAverageOptimizer(ContribAttributes, tf.compat.v1.train.Optimizer):
         _validation.check_bool(synchronous, "synchronous")
         _validation.check_bool(overlap, "overlap")
         _validation.check_name(name, "name")
+        wire_dtype = check_wire_dtype(wire_dtype)
         if moving_rate is None:
             moving_rate = self.BETA / period / num_worker
         elastic_penalty = ElasticPenalty(opt, penalty, rho, moving_rate, stacklevel=2)
@@ -122,6 +130,9 @@ class ElasticAverageOptimizer(ContribAttributes, tf.compat.v1.train.Optimizer):
         self._synchronous = synchronous
         self._overlap = overlap
         self._overlapped = []  # The `OverlappedExchange` of each train op built.
+        self._wire = None
+        if wire_dtype is not None:
+            self._wire = Wire(wire_dtype, ea_custom_getter.worker_device)
         with tf.compat.v1.device(ea_custom_getter.worker_device):
             self._local_step = tf.compat.v1.Variable(
                 0, dtype=tf.int32, trainable=False, collections=[_LOCAL], name="local_step"
@@ -243,8 +254,8 @@ class ElasticAverageOptimizer(ContribAttributes, tf.compat.v1.train.Optimizer):
         worker_device = self._getter.worker_device
         common = (centered, worker_device, self._moving_rate, global_step, self._use_locking)
         if not self._overlap:
-            return ElasticExchange(*common, self._transport)
-        self._overlapped.append(OverlappedExchange(*common))
+            return ElasticExchange(*common, self._transport, self._wire)
+        self._overlapped.append(OverlappedExchange(*common, self._wire))
         return self._overlapped[-1]
 
     def minimize(
@@ -305,7 +316,12 @@ class ElasticAverageOptimizer(ContribAttributes, tf.compat.v1.train.Optimizer):
         """
         _validation.check_index(task_index, "task_index", self._num_worker)
         init_op = build_init_op(
-            self._getter, task_index, self._num_worker, self._synchronous, self.get_name()
+            self._getter,
+            task_index,
+            self._num_worker,
+            self._synchronous,
+            self.get_name(),
+            self._wire,
         )
         self._transport.build()  # For `choose_exchange_transport`, while the graph can change.
         return init_op
@@ -314,6 +330,12 @@ class ElasticAverageOptimizer(ContribAttributes, tf.compat.v1.train.Optimizer):
     def overlap(self):
         """Whether exchanges overlap the local steps that follow them."""
         return self._overlap
+
+    @property
+    def wire_dtype(self):
+        """The dtype of what an exchange sends to a parameter server: `tf.bfloat16` or
+        `tf.float16` for a 16-bit wire, None when values cross at their own width."""
+        return None if self._wire is None else self._wire.dtype
 
     def get_finish_op(self):
         """Returns the op that waits for the exchange in flight and lands its move.

@@ -8,8 +8,11 @@ and queues the move for the worker. docs/DESIGN.md ("The overlapped exchange").
 
 import tensorflow as tf
 
-from tf_contrib_easgd.exchange import elastic_difference
+from tf_contrib_easgd import wire as wire_format
+from tf_contrib_easgd.exchange_halves import elastic_difference
 from tf_contrib_easgd.gating import run_if
+from tf_contrib_easgd.task_groups import remote_target
+from tf_contrib_easgd.variable_address import read_copy
 
 QUEUE_NAME = "overlapped_exchange"
 
@@ -29,13 +32,19 @@ class OverlappedExchange:
     on top of the local steps it took meanwhile. With one period of delay the exchange has
     tau local steps to travel; a step waits only if it has not come back by then.
 
+    With a 16-bit `wire`, a centre on another task is sent and returned as 16-bit
+    differences from the reference both sides hold, as `ElasticExchange` does: the copy
+    queued is s = wire(x - local centre), the runner moves the centre by
+    d = alpha * (s - e), e = wire(centre - reference), and the landing sets the local
+    centre to local centre + e.
+
     The runner is a `tf.compat.v1.train.QueueRunner` in the `QUEUE_RUNNERS` collection:
     `MonitoredTrainingSession`, Estimator and `tf.compat.v1.train.start_queue_runners`
     start it. Its queues belong to one session (no shared name), and the in-flight flag is
     a local variable, so a new session starts with nothing in flight.
     """
 
-    def __init__(self, centered, worker_device, moving_rate, global_step, use_locking):
+    def __init__(self, centered, worker_device, moving_rate, global_step, use_locking, wire=None):
         """Builds the queues, the in-flight flag and the runner of the exchange.
 
         Args:
@@ -44,13 +53,30 @@ class OverlappedExchange:
             moving_rate: the elastic rate alpha, a Python float.
             global_step: a variable to increment once per exchange, or None.
             use_locking: whether the updates take locks.
+            wire: a `wire.Wire` to send the values of the centres on other tasks in 16
+                bits; None sends them at full width.
         """
         self._centered = list(centered)
         self._worker_device = worker_device
         self._moving_rate = moving_rate
         self._global_step = global_step
         self._use_locking = use_locking
+        self._wire = wire
+        worker = tf.DeviceSpec.from_string(worker_device or "")
+        # The reference of each centre sent narrowed (on another task), else None.
+        self._references = [
+            wire.reference(entry)
+            if wire is not None
+            and wire.narrows(entry.worker)
+            and remote_target(entry.global_center, worker) is not None
+            else None
+            for entry in self._centered
+        ]
         dtypes = [entry.worker.dtype.base_dtype for entry in self._centered]
+        sent_dtypes = [
+            dtype if reference is None else wire.dtype
+            for dtype, reference in zip(dtypes, self._references, strict=True)
+        ]
         shapes = [entry.worker.shape for entry in self._centered]
         with tf.compat.v1.device(worker_device), tf.name_scope(QUEUE_NAME):
             self._in_flight = tf.compat.v1.Variable(
@@ -59,7 +85,7 @@ class OverlappedExchange:
                 collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES],
                 name="in_flight",
             )
-            self._copies = tf.queue.FIFOQueue(1, dtypes, shapes, name="copies")
+            self._copies = tf.queue.FIFOQueue(1, sent_dtypes, shapes, name="copies")
             self._replies = tf.queue.FIFOQueue(1, dtypes * 2, shapes * 2, name="replies")
             exchange = self._replies.enqueue(self._exchange_with_centres(self._copies.dequeue()))
             # Closing both queues ends the runner's wait for a copy, and any step's wait.
@@ -79,8 +105,18 @@ class OverlappedExchange:
         with tf.compat.v1.device(self._worker_device):
             landed = self._land_if_in_flight()
             with tf.control_dependencies([landed]):
-                copies = [_read_copy(entry.worker) for entry in self._centered]
-                sent = self._copies.enqueue(copies)
+                sent = self._copies.enqueue(
+                    [
+                        read_copy(entry.worker)
+                        if reference is None
+                        else wire_format.encode(
+                            entry.worker.read_value(),
+                            entry.local_center.read_value(),
+                            self._wire.dtype,
+                        )
+                        for entry, reference in zip(self._centered, self._references, strict=True)
+                    ]
+                )
             with tf.control_dependencies([sent]):
                 flag = tf.compat.v1.assign(self._in_flight, True, use_locking=self._use_locking)
             with tf.control_dependencies([flag]):
@@ -123,19 +159,12 @@ class OverlappedExchange:
         if not isinstance(copies, list | tuple):  # A queue of one component gives a tensor.
             copies = [copies]
         deltas, centres, moves = [], [], []
-        for entry, copy in zip(self._centered, copies, strict=True):
-            with tf.compat.v1.device(entry.global_center.device):
-                centre = _read_copy(entry.global_center)
-                moves.append(
-                    tf.compat.v1.assign_add(
-                        entry.global_center,
-                        elastic_difference(self._moving_rate, copy, centre),
-                        use_locking=self._use_locking,
-                    )
-                )
-            with tf.compat.v1.device(self._worker_device):
-                deltas.append(elastic_difference(self._moving_rate, copy, centre))
-                centres.append(tf.identity(centre))
+        for entry, reference, copy in zip(self._centered, self._references, copies, strict=True):
+            exchange = self._exchange_one if reference is None else self._exchange_one_narrowed
+            delta, centre, move = exchange(entry, reference, copy)
+            deltas.append(delta)
+            centres.append(centre)
+            moves += move
         if self._global_step is not None:
             with (
                 tf.control_dependencies(moves),
@@ -147,11 +176,52 @@ class OverlappedExchange:
         with tf.control_dependencies(moves), tf.compat.v1.device(self._worker_device):
             return [tf.identity(tensor) for tensor in deltas + centres]
 
+    def _exchange_one(self, entry, reference, copy):
+        """The runner's exchange of one variable at full width; returns (d for the worker,
+        the centre read, the centre's update ops). `reference` is None."""
+        del reference
+        # The centre is read once the copy has arrived, not when the runner's step starts
+        # (a period earlier, before other workers' exchanges moved it).
+        with tf.compat.v1.device(entry.global_center.device), tf.control_dependencies([copy]):
+            centre = read_copy(entry.global_center)
+            move = tf.compat.v1.assign_add(
+                entry.global_center,
+                elastic_difference(self._moving_rate, copy, centre),
+                use_locking=self._use_locking,
+            )
+        with tf.compat.v1.device(self._worker_device):
+            return elastic_difference(self._moving_rate, copy, centre), tf.identity(centre), [move]
 
-def _read_copy(variable):
-    """A read of `variable` that keeps its value when the variable is updated later: a ref
-    variable's read is its buffer, which later updates change in place, unless copied."""
-    value = variable.read_value()
-    if variable.dtype != variable.dtype.base_dtype:  # A ref dtype, such as float32_ref.
-        return tf.raw_ops.Snapshot(input=value)
-    return value
+    def _exchange_one_narrowed(self, entry, reference, sent):
+        """The runner's 16-bit exchange of one variable: `sent` is s = wire(x - local
+        centre); returns (d = alpha * (s - e) for the worker, the new local centre, which
+        is local centre + e, and the updates of the centre and its reference on the ps).
+        The 16-bit s and e are what cross between the worker and the ps."""
+        dtype = entry.worker.dtype.base_dtype
+        # Read once `sent` has arrived (see `_exchange_one`); the reference's update, which
+        # needs nothing else, would otherwise run before it too.
+        with tf.compat.v1.device(entry.global_center.device), tf.control_dependencies([sent]):
+            received = wire_format.encode(
+                entry.global_center.read_value(), reference.read_value(), self._wire.dtype
+            )
+            received_value = wire_format.decode(received, dtype)
+            moves = [
+                tf.compat.v1.assign_add(
+                    entry.global_center,
+                    elastic_difference(
+                        self._moving_rate, wire_format.decode(sent, dtype), received_value
+                    ),
+                    use_locking=self._use_locking,
+                ),
+                tf.compat.v1.assign_add(reference, received_value, use_locking=self._use_locking),
+            ]
+        with tf.compat.v1.device(self._worker_device):
+            received_value = wire_format.decode(received, dtype)
+            delta = elastic_difference(
+                self._moving_rate, wire_format.decode(sent, dtype), received_value
+            )
+            # The local centre as the last landing left it: read after `sent`, which was
+            # queued after that landing.
+            with tf.control_dependencies([sent]):
+                local_centre = entry.local_center.read_value()
+            return delta, local_centre + received_value, moves

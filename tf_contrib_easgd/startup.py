@@ -7,11 +7,12 @@ new session. docs/DESIGN.md ("A worker's start").
 import tensorflow as tf
 
 
-def build_init_op(getter, task_index, num_worker, synchronous, name):
+def build_init_op(getter, task_index, num_worker, synchronous, name, wire=None):
     """Builds the op that starts (or restarts) worker `task_index` from the centre.
 
-    It assigns every worker copy and local centre the value of its global centre; with
-    `synchronous`, once every worker has arrived (`arrival_barrier`).
+    It assigns every worker copy and local centre the value of its global centre, and
+    with a 16-bit wire each reference on the ps the same read of it; with `synchronous`,
+    once every worker has arrived (`arrival_barrier`).
 
     Args:
         getter: the `ElasticAverageCustomGetter` the model was built with.
@@ -19,6 +20,8 @@ def build_init_op(getter, task_index, num_worker, synchronous, name):
         num_worker: number of worker tasks.
         synchronous: whether to wait for every worker first.
         name: the optimizer's name, prefix of the ops' names and of the barrier's queues.
+        wire: the optimizer's `wire.Wire`, or None. No reference can be made after this:
+            the op would not set it.
 
     Returns:
         An op.
@@ -36,7 +39,13 @@ def build_init_op(getter, task_index, num_worker, synchronous, name):
         arrived = arrival_barrier(task_index, num_worker, centered, name) if synchronous else []
         assigns = []
         with tf.control_dependencies(arrived), tf.compat.v1.device(getter.worker_device):
+            referenced = set()
+            if wire is not None:
+                assigns += wire.init_ops()
+                referenced = {entry.global_center.name for entry in wire.entries()}
             for entry in centered:
+                if entry.global_center.name in referenced:
+                    continue
                 center = tf.identity(entry.global_center.read_value())
                 assigns.append(tf.compat.v1.assign(entry.worker, center).op)
                 assigns.append(tf.compat.v1.assign(entry.local_center, center).op)

@@ -12,6 +12,16 @@ _RESOURCE_VARIABLE_OPS = ("VarHandleOp",)
 _REF_VARIABLE_OPS = ("VariableV2", "Variable")
 
 
+def read_copy(variable):
+    """Builds a read of `variable` that keeps its value when the variable is updated later:
+    a ref variable's read is its buffer, which later updates change in place, unless
+    copied; a resource variable's read already keeps its value."""
+    value = variable.read_value()
+    if variable.dtype != variable.dtype.base_dtype:  # A ref dtype, such as float32_ref.
+        return tf.raw_ops.Snapshot(input=value)
+    return value
+
+
 def is_addressable(variable):
     """Whether a function can find `variable` by name (`VariableAddress`)."""
     return variable.op.type in _RESOURCE_VARIABLE_OPS + _REF_VARIABLE_OPS
@@ -79,6 +89,26 @@ class VariableAddress:
         if self.kind == "resource":
             return tf.raw_ops.AssignSubVariableOp(resource=self._handle(), value=value)
         return tf.raw_ops.AssignSub(ref=self._ref(), value=value, use_locking=use_locking).op
+
+    def subtract_scaled(self, scale, delta, use_locking):
+        """Builds `variable -= scale * delta` as one kernel; returns the op.
+
+        The kernel (TensorFlow's gradient-descent update) rounds `scale * delta` to the
+        variable's dtype before it subtracts, as the two separate ops would, so the result
+        is the same to the bit, with one pass over the variable and no temporary.
+
+        Args:
+            scale: a scalar tensor of the variable's dtype.
+            delta: a tensor of the variable's shape and dtype.
+            use_locking: whether the update takes the variable's lock.
+        """
+        if self.kind == "resource":
+            return tf.raw_ops.ResourceApplyGradientDescent(
+                var=self._handle(), alpha=scale, delta=delta, use_locking=use_locking
+            )
+        return tf.raw_ops.ApplyGradientDescent(
+            var=self._ref(), alpha=scale, delta=delta, use_locking=use_locking
+        ).op
 
     def _handle(self):
         return tf.raw_ops.VarHandleOp(
