@@ -7,7 +7,8 @@ Configurations (names as in the tables):
 - `sync`: the same with `tf.compat.v1.train.SyncReplicasOptimizer` aggregating all workers.
 - `easgd-P`: `ElasticAverageOptimizer` with communication period P and the default
   moving rate (0.9 / P / workers); `easgd-P-alphaA` sets the moving rate to A;
-  `easgd-P-overlap` overlaps each exchange with the next P local steps (`overlap=True`).
+  `easgd-P-overlap` overlaps each exchange with the next P local steps (`overlap=True`);
+  `-bf16` or `-fp16` last sends the exchanges over a 16-bit wire (`wire_dtype`).
 - `naive-easgd-P`: the same algorithm with the first, per-step cross-device `tf.cond`
   exchange (`naive_easgd.py`), for comparison.
 - `copy-easgd-P`: `easgd-P` with an exchange that moves the same bytes and does no
@@ -30,12 +31,13 @@ from benchmarks.naive_easgd import NaiveElasticAverageOptimizer
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 
 #: EASGD configurations: the period, then optionally the moving rate and rho, each a number
-#: or `default` (the library's default: None), and `-remotecall` or `-overlap`. Without
-#: `-rho`, rho is 0.
+#: or `default` (the library's default: None), `-remotecall` or `-overlap`, and `-bf16` or
+#: `-fp16` (a 16-bit wire). Without `-rho`, rho is 0.
 _EASGD = re.compile(
     r"^(naive-|copy-)?easgd-(\d+)(?:-alpha(default|[0-9.]+))?(?:-rho(default|[0-9.]+))?"
-    r"(-remotecall|-overlap)?$"
+    r"(-remotecall|-overlap)?(-bf16|-fp16)?$"
 )
+_WIRE_DTYPES = {"-bf16": "bfloat16", "-fp16": "float16"}
 BASELINES = ("local", "async", "sync")
 _OPTIMIZERS = {
     None: ElasticAverageOptimizer,
@@ -57,7 +59,7 @@ def check_config(name):
         raise ValueError(
             f"Unknown configuration {name!r}; valid values are {list(BASELINES)}, "
             "'easgd-P', 'easgd-P-alphaA', 'easgd-P-alphaA-rhoR', 'easgd-P-remotecall', "
-            "'easgd-P-overlap', "
+            "'easgd-P-overlap', 'easgd-P-bf16', 'easgd-P-overlap-fp16', "
             "'naive-easgd-P' and 'copy-easgd-P' for a period P >= 1, a moving rate A and a "
             "rho R (a number, or 'default' for the library's default)."
         )
@@ -152,7 +154,7 @@ def build(
                 worker_init += [sync.local_step_init_op]
             return Built(graph, train_op, chief_init, worker_init, params, sync, loss=loss)
 
-        variant, period, moving_rate, rho, suffix = _EASGD.match(config).groups()
+        variant, period, moving_rate, rho, suffix, wire = _EASGD.match(config).groups()
         getter = ElasticAverageCustomGetter(worker_device)
         with (
             tf.compat.v1.device(setter),
@@ -169,6 +171,7 @@ def build(
                 moving_rate=_number_or_default(moving_rate, None),
                 rho=_number_or_default(rho, 0.0),
                 **({"overlap": True} if suffix == "-overlap" else {}),
+                **({"wire_dtype": _WIRE_DTYPES[wire]} if wire else {}),
             )
             loss = models.loss(spec, params, images, labels)
             train_op = opt.minimize(loss, global_step=global_step)

@@ -24,6 +24,7 @@ from tf_contrib_easgd.trainer.config import (
     DEFAULT_LEARNING_RATES,
     TrainConfig,
     UsageError,
+    describe_exchange,
     plan_from_flags,
 )
 
@@ -69,10 +70,10 @@ def test_defaults_run_one_ps_and_two_workers_locally(parse):
         optimizer="momentum",
         learning_rate=0.05,  # The default of --optimizer=momentum.
         communication_period=10,
-        moving_rate=None,
+        moving_rate=0.45,  # easgd-train's: the paper's 0.9 / 2 workers.
         rho=0.0,
         synchronous=False,
-        overlap=False,
+        overlap=False,  # On loopback, as --wire_dtype below: what trained fastest there.
         model="mlp",
         dataset="digits",
         model_dir="",  # main() makes a temporary directory.
@@ -81,6 +82,51 @@ def test_defaults_run_one_ps_and_two_workers_locally(parse):
         log_every_steps=100,
         eval_every_steps=500,
         timeout_secs=300.0,
+        wire_dtype="float32",
+        reuse_freed_memory=True,
+    )
+
+
+def test_task_mode_exchanges_over_a_network_with_easgd_trains_defaults(parse):
+    # Three workers: moving rate 0.9 / 3 = 0.3; across a network, overlap and a 16-bit wire.
+    plan = parse("--job_name=worker", f"--ps_hosts={PS}", f"--worker_hosts={W0},{W1},w2:2222")
+    assert (plan.config.moving_rate, plan.config.overlap, plan.config.wire_dtype) == (
+        0.3,
+        True,
+        "bfloat16",
+    )
+
+
+def test_one_worker_does_not_overlap_by_default(parse):
+    # Its moving rate is 0.9 / 1, above 0.5: a late move would take back its progress.
+    config = parse("--job_name=worker", f"--ps_hosts={PS}", f"--worker_hosts={W0}").config
+    assert (config.moving_rate, config.overlap, config.wire_dtype) == (0.9, False, "bfloat16")
+
+
+def test_exchange_flags_win_over_easgd_trains_defaults(parse):
+    config = parse(
+        "--job_name=worker", f"--ps_hosts={PS}", f"--worker_hosts={W0}",
+        "--moving_rate=0.1", "--nooverlap", "--wire_dtype=float16",
+    ).config  # fmt: skip
+    assert (config.moving_rate, config.overlap, config.wire_dtype) == (0.1, False, "float16")
+
+
+def test_the_settings_line_names_easgd_trains_defaults_and_the_librarys(parse):
+    plan = parse()
+    line = describe_exchange(plan.config, plan.num_workers, train.FLAGS)
+    # Contrib's moving rate: 0.9 / 10 / 2 = 0.045.
+    assert line == (
+        "easgd-train: EASGD communication_period 10, moving_rate 0.45 (0.9 / 2 workers), "
+        "rho 0, overlap off, wire float32; moving_rate, rho, overlap, wire_dtype are "
+        "easgd-train's defaults (measured fastest here: docs/TUNING.md), not the library's, "
+        "which are contrib's: moving_rate 0.045, rho = moving_rate / learning_rate, overlap "
+        "off, float32"
+    )
+    plan = parse("--moving_rate=0.2", "--rho=0.1", "--overlap", "--wire_dtype=bfloat16")
+    line = describe_exchange(plan.config, plan.num_workers, train.FLAGS)
+    assert line == (
+        "easgd-train: EASGD communication_period 10, moving_rate 0.2, rho 0.1, overlap on, "
+        "wire bfloat16"
     )
 
 

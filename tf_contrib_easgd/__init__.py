@@ -38,6 +38,7 @@ _PUBLIC = {
     "is_recoverable_error": "recovery",
     "train_with_recovery": "recovery",
     "wait_until_reachable": "recovery",
+    "reuse_freed_memory": "freed_memory",
 }
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "cluster_from_slurm",
     "cluster_from_tf_config",
     "is_recoverable_error",
+    "reuse_freed_memory",
     "serve_until_done",
     "stop_parameter_servers",
     "train_with_recovery",

@@ -30,6 +30,7 @@ import sys
 from absl import app, flags
 from absl import logging as absl_logging
 
+from tf_contrib_easgd import reuse_freed_memory
 from tf_contrib_easgd.trainer import (
     cluster,
     data,
@@ -41,14 +42,18 @@ from tf_contrib_easgd.trainer import (
     progress,
 )
 from tf_contrib_easgd.trainer.config import (
+    AUTOMATIC_EXCHANGE,
     DEFAULT_LEARNING_RATES,
     EXIT_FAILED,
     EXIT_USAGE,
     LOCAL,
     MODELS,
     OPTIMIZERS,
+    OVERLAP_MAX_MOVING_RATE,
     TASK,
+    WIRE_DTYPES,
     UsageError,
+    describe_exchange,
     plan_from_flags,
 )
 
@@ -144,22 +149,47 @@ flags.DEFINE_integer(
 flags.DEFINE_float(
     "moving_rate",
     None,
-    "Elastic rate alpha in (0, 1]; default 0.9 / communication_period / number of workers.",
+    "Elastic rate alpha in (0, 1]; default 0.9 / number of workers, the paper's, which "
+    "trained fastest (docs/TUNING.md). The library's default, contrib's, is 0.9 / "
+    "communication_period / number of workers.",
 )
 flags.DEFINE_float(
     "rho",
     0.0,
     "Weight of the elastic penalty rho * ||x_i - centre||^2 / 2 in each worker's loss, "
     ">= 0; 0 (the default) switches it off: a pull towards the centre as last read slowed "
-    "training in every configuration measured (docs/TUNING.md).",
+    "training in every configuration measured (docs/TUNING.md). The library's default, "
+    "contrib's, is moving_rate / learning_rate.",
 )
 flags.DEFINE_bool("synchronous", False, "Workers wait for each other once, before the first step.")
 flags.DEFINE_bool(
     "overlap",
-    False,
+    None,
     "Overlap each exchange with the next communication_period local steps: the worker "
     "trains on while the exchange travels and its elastic move lands one period later "
-    "(faster where the network is slow; docs/DESIGN.md).",
+    "(docs/DESIGN.md). Default: what trained fastest where the tasks talk: "
+    f"{'on' if AUTOMATIC_EXCHANGE[LOCAL][0] else 'off'} in local mode (loopback), "
+    f"{'on' if AUTOMATIC_EXCHANGE[TASK][0] else 'off'} in task mode (a network) up to a "
+    f"moving_rate of {OVERLAP_MAX_MOVING_RATE} (a move that lands a period late takes back "
+    "what the worker learnt meanwhile in proportion). The library's default is off.",
+)
+flags.DEFINE_enum(
+    "wire_dtype",
+    None,
+    list(WIRE_DTYPES),
+    "What an exchange sends a parameter server: float32 values, or differences rounded to "
+    "16 bits (half the bytes; docs/API.md, 'A 16-bit wire'). Default: what trained fastest "
+    f"where the tasks talk: {AUTOMATIC_EXCHANGE[LOCAL][1]} in local mode (loopback), "
+    f"{AUTOMATIC_EXCHANGE[TASK][1]} in task mode (a network). The library's default is "
+    "float32.",
+)
+flags.DEFINE_bool(
+    "reuse_freed_memory",
+    True,
+    "Each task keeps the large buffers its exchanges free for reuse instead of returning "
+    "them to the kernel (tf_contrib_easgd.reuse_freed_memory: a third less CPU per "
+    "exchange, measured in BENCHMARKS.md); --noreuse_freed_memory leaves the C allocator "
+    "as it is.",
 )
 flags.DEFINE_enum("model", "mlp", list(MODELS), "mlp: one hidden layer of 128; cnn: 2 conv.")
 flags.DEFINE_string(
@@ -221,6 +251,8 @@ flags.DEFINE_enum(
 
 def run_task(plan, started_at, progress_format):
     """Runs the one task of `plan` in this process; returns the exit code."""
+    if plan.config.reuse_freed_memory:
+        reuse_freed_memory()  # Before TensorFlow allocates anything.
     # Imported here: only a task needs TensorFlow, the local launcher does not.
     from tf_contrib_easgd.trainer import error_messages  # noqa: PLC0415
     from tf_contrib_easgd.trainer import task as task_runner  # noqa: PLC0415
@@ -335,8 +367,11 @@ def _check_and_run(plan, started_at, network):
     except UsageError as error:
         print(f"easgd-train: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    settings = describe_exchange(plan.config, plan.num_workers)
     if plan.task is None:
-        return local.run_local(plan, started_at, network=network)
+        return local.run_local(plan, started_at, network=network, settings=settings)
+    if not plan.task.is_ps:
+        print(settings, file=sys.stderr, flush=True)
     return run_task(plan, started_at, FLAGS.progress_format)
 
 

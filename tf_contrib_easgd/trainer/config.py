@@ -33,6 +33,19 @@ OPTIMIZERS = tuple(DEFAULT_LEARNING_RATES)
 LOCAL = "local"
 TASK = "task"
 
+#: The `--wire_dtype` choices (`wire_dtype` of the library: float32 is its default).
+WIRE_DTYPES = ("float32", "bfloat16", "float16")
+#: easgd-train's moving rate is the paper's beta / number of workers (contrib's, the
+#: library's default, is beta / communication_period / number of workers).
+PAPER_BETA = 0.9
+#: `--overlap` and `--wire_dtype` when not given: what trained fastest where the tasks talk,
+#: on loopback (local mode) or across a network (task mode); measured in BENCHMARKS.md.
+AUTOMATIC_EXCHANGE = {LOCAL: (False, "float32"), TASK: (True, "bfloat16")}
+#: Overlap is on by default only up to this moving rate: a move that lands a period late
+#: and takes back most of the worker's lead also takes back most of what it learnt since
+#: (one worker at 0.9: test accuracy 0.72 after 200 steps, 0.96 without overlap).
+OVERLAP_MAX_MOVING_RATE = 0.5
+
 #: easgd-train's exit codes: done, a task failed, bad flags (a `UsageError`), interrupted.
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -75,6 +88,8 @@ class TrainConfig:
     eval_every_steps: int
     timeout_secs: float
     stall_report_secs: float = 30.0
+    wire_dtype: str = "float32"
+    reuse_freed_memory: bool = True
 
     def to_flags(self):
         """Returns the command-line flags that give a task this configuration."""
@@ -113,12 +128,13 @@ def plan_from_flags(flag_values=flags.FLAGS, environ=None):
     """
     f = flag_values
     task = _task_of(f, os.environ if environ is None else environ)
-    config = _train_config(f, task)
+    num_workers = task.num_workers if task else f.workers
+    config = _train_config(f, task, num_workers)
     return Plan(
         config=config,
         task=task,
         num_ps=task.num_ps if task else f.ps,
-        num_workers=task.num_workers if task else f.workers,
+        num_workers=num_workers,
         max_restarts=f.max_restarts,
     )
 
@@ -224,9 +240,13 @@ def _task_from(f, task_flags_given, tf_config, environ):
     return cluster.from_tf_config(tf_config)
 
 
-def _train_config(f, task):
-    """Checks the training flags and returns the `TrainConfig` they give."""
+def _train_config(f, task, num_workers):
+    """Checks the training flags and returns the `TrainConfig` they give, with easgd-train's
+    defaults where a flag is not given (`describe_exchange` says which)."""
     learning_rate = _learning_rate(f)
+    moving_rate = PAPER_BETA / num_workers if f.moving_rate is None else f.moving_rate
+    overlap, wire_dtype = AUTOMATIC_EXCHANGE[LOCAL if task is None else TASK]
+    overlap = overlap and moving_rate <= OVERLAP_MAX_MOVING_RATE
     if f.moving_rate is not None and not 0 < f.moving_rate <= 1:
         raise UsageError(f"--moving_rate={f.moving_rate!r}: must be in (0, 1].")
     if not f.rho >= 0:
@@ -244,10 +264,10 @@ def _train_config(f, task):
         optimizer=f.optimizer,
         learning_rate=learning_rate,
         communication_period=f.communication_period,
-        moving_rate=f.moving_rate,
+        moving_rate=moving_rate,
         rho=f.rho,
         synchronous=f.synchronous,
-        overlap=f.overlap,
+        overlap=overlap if f.overlap is None else f.overlap,
         model=f.model,
         dataset=f.dataset if f.dataset == data.DIGITS else os.path.abspath(f.dataset),
         model_dir=os.path.abspath(f.model_dir) if f.model_dir else "",
@@ -257,7 +277,37 @@ def _train_config(f, task):
         eval_every_steps=f.eval_every_steps,
         timeout_secs=f.timeout_secs,
         stall_report_secs=f.stall_report_secs,
+        wire_dtype=wire_dtype if f.wire_dtype is None else f.wire_dtype,
+        reuse_freed_memory=f.reuse_freed_memory,
     )
+
+
+def describe_exchange(config, num_workers, flag_values=flags.FLAGS):
+    """The line easgd-train prints first about EASGD's settings: each value, and for those
+    no flag gave, that it is easgd-train's default, with the library's (contrib's)."""
+    f = flag_values
+
+    def given(name):
+        return f[name].present
+
+    contrib_rate = PAPER_BETA / config.communication_period / num_workers
+    parts = [
+        f"communication_period {config.communication_period}",
+        f"moving_rate {config.moving_rate:.4g}"
+        + ("" if given("moving_rate") else f" (0.9 / {num_workers} workers)"),
+        f"rho {config.rho:g}",
+        f"overlap {'on' if config.overlap else 'off'}",
+        f"wire {config.wire_dtype}",
+    ]
+    defaults = [name for name in ("moving_rate", "rho", "overlap", "wire_dtype") if not given(name)]
+    text = "easgd-train: EASGD " + ", ".join(parts)
+    if defaults:
+        text += (
+            f"; {', '.join(defaults)} are easgd-train's defaults (measured fastest here: "
+            "docs/TUNING.md), not the library's, which are contrib's: moving_rate "
+            f"{contrib_rate:.4g}, rho = moving_rate / learning_rate, overlap off, float32"
+        )
+    return text
 
 
 def _learning_rate(f):

@@ -165,6 +165,7 @@ def _build_optimizer(getter, task, config):
         rho=config.rho,
         synchronous=config.synchronous,
         overlap=config.overlap,
+        wire_dtype=config.wire_dtype,
     )
 
 

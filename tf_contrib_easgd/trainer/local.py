@@ -43,7 +43,7 @@ _GPU_PROBES = (
 )
 
 
-def run_local(plan, started_at, stream=None, network=None):
+def run_local(plan, started_at, stream=None, network=None, settings=None):
     """Runs a whole job as child processes on this machine; returns the exit code.
 
     Args:
@@ -52,6 +52,8 @@ def run_local(plan, started_at, stream=None, network=None):
         stream: where progress and messages go (default `sys.stderr`).
         network: the `isolation.Isolation` of this process (its message is shown once, at
             the start), or None.
+        settings: a line saying EASGD's settings (`config.describe_exchange`), shown
+            second, or None.
     """
     stream = stream or sys.stderr
     config = plan.config
@@ -61,6 +63,8 @@ def run_local(plan, started_at, stream=None, network=None):
         f"easgd-train: {plan.num_ps} ps + {plan.num_workers} workers on localhost, "
         f"{config.steps} local steps each; model_dir {config.model_dir}"
     )
+    if settings is not None:
+        display.message(settings)
     if network is not None:
         display.message(network.message)
     code = _supervise(plan, tasks, display, stream)
