@@ -27,6 +27,7 @@ import time
 import uuid
 
 from benchmarks.task_protocol import REPLY_PREFIX
+from tf_contrib_easgd import freed_memory
 from tf_contrib_easgd.trainer import network
 from tf_contrib_easgd.trainer.launcher import make_die_with_parent
 
@@ -42,7 +43,7 @@ class BenchError(RuntimeError):
 class _Process:
     """One child process and a thread that queues its answer lines."""
 
-    def __init__(self, name, argv, log_path):
+    def __init__(self, name, argv, log_path, environ=None):
         self.name = name
         self.log = open(log_path, "w")  # noqa: SIM115 - closed in stop().
         self.lines = queue.Queue()
@@ -53,7 +54,12 @@ class _Process:
             stdout=subprocess.PIPE,
             stderr=self.log,
             text=True,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"},
+            env={
+                **os.environ,
+                "TF_CPP_MIN_LOG_LEVEL": "2",
+                "PYTHONUNBUFFERED": "1",
+                **(environ or {}),
+            },
             preexec_fn=make_die_with_parent(),  # noqa: PLW1509 - only prctl, no locks taken.
         )
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -107,6 +113,11 @@ class BenchCluster:
             rate; `netns` is then ignored.
         python: the interpreter of the processes (default: this one).
         module: the module each process runs (`python -m`).
+        reuse_freed_memory: whether each process starts with the C allocator settings of
+            `tf_contrib_easgd.reuse_freed_memory` (from its environment), as easgd-train's
+            tasks do.
+        cpus: None, or {"ps": cpu ids, "worker": cpu ids}: the CPUs each task of that job
+            may run on (`taskset`).
     """
 
     def __init__(
@@ -119,6 +130,8 @@ class BenchCluster:
         python=sys.executable,
         module="benchmarks.task",
         rate=None,
+        reuse_freed_memory=True,
+        cpus=None,
     ):
         self.num_ps = num_ps
         self.num_workers = num_workers
@@ -132,6 +145,8 @@ class BenchCluster:
         self.processes = []
         self.workers = []
         self.ready = {}  # Task name ("ps0", "worker1") -> its first answer.
+        self.environ = freed_memory.environment() if reuse_freed_memory else {}
+        self.cpus = cpus or {}
 
     def __enter__(self):
         try:
@@ -168,8 +183,12 @@ class BenchCluster:
         }
         for job, count in (("ps", self.num_ps), ("worker", self.num_workers)):
             for index in range(count):
+                pinned = []
+                if job in self.cpus:
+                    pinned = ["taskset", "-c", ",".join(map(str, self.cpus[job]))]
                 argv = [
                     *prefix[f"{job}{index}"],
+                    *pinned,
                     self.python,
                     "-m",
                     self.module,
@@ -179,7 +198,7 @@ class BenchCluster:
                     f"--world={self.world}",
                 ]
                 name = f"{job}{index}"
-                process = _Process(name, argv, self.log_dir / f"{name}.log")
+                process = _Process(name, argv, self.log_dir / f"{name}.log", self.environ)
                 self.processes.append(process)
                 if job == "worker":
                     self.workers.append(process)
@@ -198,14 +217,19 @@ class BenchCluster:
             self.workers[worker].send({"cmd": command, **arguments})
         return [self.workers[w].receive(timeout_secs) for w in workers]
 
-    def cpu_seconds(self):
-        """CPU time (user + system) the cluster's processes have used so far (Linux)."""
-        ticks = 0
-        for process in self.processes:
-            stat = pathlib.Path(f"/proc/{process.process.pid}/stat").read_text()
-            fields = stat.rsplit(")", 1)[1].split()  # After "pid (comm)": state is field 3.
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15.
-        return ticks / os.sysconf("SC_CLK_TCK")
+    def cpu_seconds(self, task=None):
+        """CPU time (user + system) the cluster's processes, or the one of `task` ("ps0"),
+        have used so far (Linux)."""
+        return sum(
+            process_stat(process.process.pid)["cpu_secs"]
+            for process in self.processes
+            if task in (None, process.name)
+        )
+
+    def page_faults(self, task):
+        """Minor page faults of `task`'s process so far (Linux)."""
+        (process,) = [p for p in self.processes if p.name == task]
+        return process_stat(process.process.pid)["minor_faults"]
 
     def link_bytes(self, task):
         """`(sent, received)` bytes of the link of `task` ("ps0") so far; needs a `rate`."""
@@ -220,6 +244,16 @@ class BenchCluster:
             network.run_ip("netns", "del", self.netns, check=False)
         if self.network is not None:
             self.network.delete()
+
+
+def process_stat(pid):
+    """CPU seconds (user + system) and minor page faults of process `pid`, from /proc."""
+    stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    fields = stat.rsplit(")", 1)[1].split()  # After "pid (comm)": state is field 3.
+    return {
+        "cpu_secs": (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"),
+        "minor_faults": int(fields[7]),  # minflt: field 10.
+    }
 
 
 def _free_ports(count):

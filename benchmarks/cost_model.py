@@ -24,7 +24,9 @@ import re
 
 import numpy as np
 
-_EASGD = re.compile(r"^easgd-(\d+)(?:-alpha[0-9.a-z]+)?(?:-rho[0-9.a-z]+)?(-overlap)?$")
+_EASGD = re.compile(
+    r"^easgd-(\d+)(?:-alpha[0-9.a-z]+)?(?:-rho[0-9.a-z]+)?(-overlap)?(-bf16|-fp16)?$"
+)
 #: The grid of the fit: CPU nanoseconds per byte, and link efficiencies.
 K_GRID_NS = np.concatenate([[0.0], np.geomspace(0.05, 50.0, 400)])
 E_GRID = np.linspace(0.5, 1.0, 101)
@@ -62,7 +64,8 @@ def bytes_per_step(config, model_bytes):
     match = _EASGD.match(config)
     if match is None:
         raise ValueError(f"the cost model has no formula for configuration {config!r}")
-    return 2.0 * model_bytes / int(match.group(1))
+    wire = 0.5 if match.group(3) else 1.0  # A 16-bit wire moves half the bytes.
+    return 2.0 * model_bytes * wire / int(match.group(1))
 
 
 def step_time(config, compute_secs, model_bytes, network, fit):
@@ -75,7 +78,7 @@ def step_time(config, compute_secs, model_bytes, network, fit):
     fan_in = network.workers * b / (2.0 * network.ps_tasks * bandwidth)
     if config == "sync":
         return cpu + max(b / bandwidth, 2.0 * fan_in)
-    if config.endswith("-overlap"):
+    if "-overlap" in config:
         return max(cpu, b / bandwidth, fan_in)
     return max(cpu + b / bandwidth, fan_in)
 

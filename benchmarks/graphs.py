@@ -79,6 +79,8 @@ class Built:
         easgd_optimizer: the `ElasticAverageOptimizer` of EASGD configurations, else None.
         share_devices: whether the worker's session shares the cluster's devices.
         loss: the model's loss on the step's batch (without an elastic penalty).
+        exchange_op: EASGD's exchange alone, outside any step (`build`'s
+            `standalone_exchange`), else None.
     """
 
     graph: tf.Graph
@@ -90,10 +92,19 @@ class Built:
     easgd_optimizer: object = None
     share_devices: bool = True
     loss: tf.Tensor = None
+    exchange_op: tf.Tensor = None
 
 
 def build(
-    config, spec, cluster_spec, task_index, num_workers, learning_rate, inputs_fn, container=""
+    config,
+    spec,
+    cluster_spec,
+    task_index,
+    num_workers,
+    learning_rate,
+    inputs_fn,
+    container="",
+    standalone_exchange=False,
 ):
     """Builds worker `task_index`'s graph of `config` for model `spec`.
 
@@ -106,6 +117,8 @@ def build(
         learning_rate: SGD learning rate.
         inputs_fn: called on the worker device, returns the (images, labels) of a step.
         container: resource container of every variable and queue (fresh state per run).
+        standalone_exchange: for an EASGD configuration, also build its exchange as an op
+            of its own (`Built.exchange_op`), the same calls as the train op's.
 
     Returns:
         A `Built`.
@@ -175,6 +188,11 @@ def build(
             )
             loss = models.loss(spec, params, images, labels)
             train_op = opt.minimize(loss, global_step=global_step)
+            exchange_op = None
+            if standalone_exchange:  # Before the init op: a 16-bit wire refuses it after.
+                centered = [getter.find(v) for v in params.values()]
+                with tf.compat.v1.device(worker_device):
+                    exchange_op = opt._make_exchange(centered, global_step)()
             worker_init = [tf.compat.v1.local_variables_initializer(), opt.get_init_op(task_index)]
             chief_init = [tf.compat.v1.global_variables_initializer(), *worker_init]
         centres = {name: getter.find(v).global_center for name, v in params.items()}
@@ -187,5 +205,6 @@ def build(
             None,
             opt,
             suffix != "-remotecall",
-            loss,  # fmt: skip
+            loss,
+            exchange_op,  # fmt: skip
         )

@@ -14,6 +14,9 @@ Sections (see BENCHMARKS.md for what each measures and why):
 5-6. shaped: throughput, bytes on the ps's link and time to accuracy with each task on a
    host of its own whose link is limited to 1 Gbit/s, then 100 Mbit/s (`shaped.py`), and
    the cost model fitted on them (`cost_model.py`); skipped where `ip netns`/`tc` are not.
+   pinned: one worker on a core of its own and the ps on the other, at 1 Gbit/s.
+exchange: one exchange alone, per process CPU and page faults, against memcpy
+   (`exchange_cost.py`).
 contrib (shown in section 1): the throughput of section 1 side by side with the original
    `tf.contrib.opt.ElasticAverageOptimizer` on TensorFlow 1.15 (`.venv-tf115`, made by
    `make test-contrib`), as ratios within each TensorFlow version; skipped without it.
@@ -35,7 +38,7 @@ import time
 
 from absl import app, flags
 
-from benchmarks import report, shaped
+from benchmarks import exchange_cost, report, shaped
 from benchmarks import specs as models
 from benchmarks.cluster import BenchCluster
 from benchmarks.contrib_section import CONTRIB_ROUNDS, contrib_section
@@ -57,7 +60,16 @@ flags.DEFINE_string(
     "temporary folder with --quick).",
 )
 flags.DEFINE_string("report", None, "Markdown report to write (default: OUT/BENCHMARKS.md).")
-SECTIONS = ("throughput", "bytes", "accuracy", "overhead", "shaped", "contrib")
+SECTIONS = (
+    "throughput",
+    "bytes",
+    "accuracy",
+    "exchange",
+    "overhead",
+    "shaped",
+    "pinned",
+    "contrib",
+)
 flags.DEFINE_list("sections", list(SECTIONS), f"Sections to run, of {', '.join(SECTIONS)}.")
 flags.register_validator(
     "sections", lambda names: set(names) <= set(SECTIONS), f"Sections are {', '.join(SECTIONS)}."
@@ -158,6 +170,15 @@ def main(argv):
             log_dir=logs,
             log=log,
         )
+    if "exchange" in sections:
+        results["exchange"] = exchange_cost.exchange_section(
+            models.COMM_MLP.name,
+            rounds=1 if quick else 3,
+            count=10 if quick else 30,
+            netns=netns_reason is None,
+            log_dir=logs,
+            log=log,
+        )
     if "overhead" in sections:
         results["overhead"] = _overhead(quick, with_tf2, logs, log)
     if "shaped" in sections:
@@ -168,6 +189,10 @@ def main(argv):
             rounds=FLAGS.rounds,
             log_dir=logs,
             log=log,
+        )
+    if "pinned" in sections:
+        results["pinned"] = shaped.pinned_section(
+            models.COMM_MLP.name, quick, FLAGS.rounds, logs, log
         )
     results["load_after"] = os.getloadavg()
     results["duration_secs"] = duration = time.time() - started

@@ -186,10 +186,10 @@ def build_config(cluster, config, model, workers, learning_rate=0.01, **extra):
 
 def _expected_transport(config):
     """How the exchanges of `config` must go (graphs.py), or None for no EASGD optimizer."""
-    if config.startswith("easgd-") and config.endswith("-overlap"):
+    if config.startswith("easgd-") and "-overlap" in config:
         return "none"  # Its exchange runs in a queue runner's own session.run: no call.
     if config.startswith(("easgd-", "copy-easgd-")):
-        return "remote_call" if config.endswith("-remotecall") else "direct"
+        return "remote_call" if "-remotecall" in config else "direct"
     if config.startswith("naive-easgd-"):
         return "none"  # Its own exchange: ops on the ps inside a cond, no call.
     return None

@@ -56,6 +56,8 @@ def theory_bytes(config, params, window=None):
         return float(payload)  # Read every variable, send every gradient.
     if "easgd-" in config:
         period = int(config.split("easgd-", 1)[1].split("-", 1)[0])
+        if config.endswith(("-bf16", "-fp16")):
+            payload //= 2  # Two bytes a parameter each way.
         if window is None:
             return payload / period  # Send x, receive the centre, once per period.
         warm, counted = window
@@ -162,6 +164,11 @@ def overhead_table(by_world):
     return "\n".join(lines)
 
 
+#: easgd-train's defaults on loopback (local mode): the paper's moving rate 0.9 / W for two
+#: workers, rho 0, no overlap, float32.
+EASGD_TRAIN_LOOPBACK = "easgd-10-alpha0.45"
+
+
 def targets(results):
     """The issue's targets as rows (target, measured, met?)."""
     rows = []
@@ -222,11 +229,18 @@ def targets(results):
     if "accuracy" in results:
         summary = accuracy_summary(results["accuracy"], results["accuracy_target"])
         asynchronous = median_time(summary["async"][0]) if "async" in summary else None
-        for config in (c for c in summary if c.startswith("easgd-")):
-            easgd = median_time(summary[config][0])
-            text = f"{config} {_seconds(easgd)}, async {_seconds(asynchronous)} (medians)"
+        if EASGD_TRAIN_LOOPBACK in summary:
+            easgd = median_time(summary[EASGD_TRAIN_LOOPBACK][0])
+            text = f"{_seconds(easgd)}, async {_seconds(asynchronous)} (medians)"
             met = easgd is not None and (asynchronous is None or easgd <= asynchronous)
-            rows.append((f"time to accuracy: {config} no slower than async SGD", text, met))
+            rows.append(
+                (
+                    f"time to accuracy: easgd-train's defaults on loopback "
+                    f"(`{EASGD_TRAIN_LOOPBACK}`) no slower than async SGD",
+                    text,
+                    met,
+                )
+            )
     return rows
 
 

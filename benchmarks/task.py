@@ -64,10 +64,13 @@ class Worker:
 
     # Commands: each returns a JSON-serialisable dict.
 
-    def build(self, config, model, num_workers, container, learning_rate=0.01):
+    def build(
+        self, config, model, num_workers, container, learning_rate=0.01, standalone_exchange=False
+    ):
         """Builds `config` for `model` (digits: the time-to-accuracy set-up) and starts it.
 
         Worker 0 initialises the shared state; the driver builds the others after it.
+        `standalone_exchange` builds EASGD's exchange as an op of its own too (`exchange`).
         """
         self.close()
         started = time.monotonic()
@@ -87,6 +90,7 @@ class Worker:
                 learning_rate,
                 lambda: (tf.constant(images), tf.constant(labels)),
                 container=container,
+                standalone_exchange=standalone_exchange,
             )
             self.accuracy = None
         self.session = tf.compat.v1.Session(
@@ -146,6 +150,16 @@ class Worker:
             "steps_per_sec": steps / seconds,
             "elapsed": last - start_at,
         }
+
+    def exchange(self, count):
+        """Runs the exchange alone (`build(standalone_exchange=True)`) `count` times; returns
+        the wall seconds of each."""
+        seconds = []
+        for _ in range(count):
+            started = time.perf_counter()
+            self.session.run(self.built.exchange_op)
+            seconds.append(time.perf_counter() - started)
+        return {"secs": seconds}
 
     def fingerprint(self):
         """Digests of the worker's parameters and batch, and its loss, before any step.

@@ -21,9 +21,23 @@ _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD_MAX_BYTES = 32 * 1024 * 1024
 #: How much more than it needs the heap asks the kernel for at a time.
 TOP_PAD_BYTES = 64 * 1024 * 1024
+#: How much freed memory the heap keeps by default before it returns any to the kernel.
+KEEP_MB = 1024
 
 
-def reuse_freed_memory(keep_mb=1024):
+def environment(keep_mb=KEEP_MB):
+    """The environment variables that give a process started with them the settings of
+    `reuse_freed_memory(keep_mb)`: glibc reads them when the process starts. For launchers,
+    which set up a process before it runs; e.g. a process of another Python (TensorFlow
+    1.15's) that cannot import this package."""
+    return {
+        "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD_MAX_BYTES),
+        "MALLOC_TRIM_THRESHOLD_": str(keep_mb * 1024 * 1024),
+        "MALLOC_TOP_PAD_": str(TOP_PAD_BYTES),
+    }
+
+
+def reuse_freed_memory(keep_mb=KEEP_MB):
     """Makes this process's C allocator keep freed large blocks for reuse.
 
     Call it once, early (before the first exchange; before TensorFlow is imported is
