@@ -49,8 +49,17 @@ ACCURACY = {
     ),
 }
 QUICK_ACCURACY = {"1gbit": ((("async", None), (EASGD_TRAIN, None)), 1, 15.0)}
-#: One worker pinned to one core and the ps to the other (cores >= tasks), at 1 Gbit/s.
-PINNED_CONFIGS = ("local", "easgd-10", "easgd-10-overlap", "easgd-10-bf16", "easgd-10-overlap-bf16")
+#: One worker pinned to one core and the ps to the other (cores >= tasks), at 1 Gbit/s: at
+#: period 10 and at 32, where an exchange's round trip on the wire fits in the period.
+PINNED_CONFIGS = (
+    "local",
+    "easgd-10",
+    "easgd-10-overlap",
+    "easgd-10-overlap-bf16",
+    "easgd-32",
+    "easgd-32-overlap",
+    "easgd-32-overlap-bf16",
+)
 PINNED_CPUS = {"worker": (0,), "ps": (1,)}
 #: Per rate: (seconds of a window, seconds of warm-up before it, rounds). A worker takes at
 #: least two steps before its window; at 100 Mbit/s an async or sync step takes seconds.
