@@ -134,6 +134,13 @@ soak: $(STAMP)
 	fi
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m soak $(SOAK_ARGS)
 
+# The unit and in-process cluster tests on every TensorFlow minor release from 2.15 to 2.21
+# and every Python from 3.10 to 3.13 with a wheel, each in a new virtual environment
+# (tools/test_matrix.py); rewrites the table of docs/VERSIONS.md. About two hours; not in CI.
+.PHONY: test-matrix
+test-matrix: $(STAMP)
+	$(PY) tools/test_matrix.py $(MATRIX_ARGS)
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -26,6 +26,7 @@ SOURCE_FOLDERS = {
     "benchmarks": ("py_binary", "py_library"),
     "examples": ("py_binary", "py_library"),
     "soak": ("py_binary", "py_library"),
+    "tools": ("py_binary",),
 }
 RULES = ("py_binary", "py_library", "py_test")
 BUILD_NAMES = ("BUILD", "BUILD.bazel")

@@ -1,0 +1,48 @@
+"""tools/test_matrix.py: the pairs it runs, how it reads pytest, the table it writes."""
+
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tools"))
+
+import test_matrix  # noqa: E402
+
+
+def test_every_pair_has_a_wheel_and_no_pair_is_run_twice():
+    pairs = test_matrix.all_pairs()
+    # 7 minor releases for 3.10 and 3.11, 6 for 3.12 (from 2.16), 2 for 3.13 (from 2.20).
+    assert len(pairs) == len(set(pairs)) == 7 + 7 + 6 + 2
+    assert ("3.13", "2.19") not in pairs and ("3.12", "2.15") not in pairs
+
+
+@pytest.mark.parametrize(
+    ("line", "counts"),
+    [
+        ("480 passed, 2 skipped in 73.21s (0:01:13)", (480, 0, 2, 0)),
+        ("3 failed, 477 passed, 2 skipped, 1 error in 80.00s", (477, 3, 2, 1)),
+        ("12 passed in 1.0s", (12, 0, 0, 0)),
+    ],
+)
+def test_pytests_summary_line_is_read(line, counts):
+    outcome = test_matrix.Outcome("3.11", "2.21.0")
+    test_matrix._count(outcome, f"....\n{line}\n")
+    assert (outcome.passed, outcome.failed, outcome.skipped, outcome.errors) == counts
+
+
+def test_the_table_has_a_cell_per_pair():
+    outcomes = [
+        test_matrix.Outcome("3.10", "2.15.1", passed=470, skipped=4),
+        test_matrix.Outcome("3.13", "2.21.0", passed=478, failed=2),
+        test_matrix.Outcome("3.12", "2.18.1", problem="install failed: no matching wheel"),
+    ]
+    rows = test_matrix.table(outcomes).splitlines()
+    assert rows[0] == (
+        "| Python | TF 2.15 | TF 2.16 | TF 2.17 | TF 2.18 | TF 2.19 | TF 2.20 | TF 2.21 |"
+    )
+    assert rows[2].startswith("| 3.10 | 470 passed, 4 skipped | not run |")
+    assert "**install failed: no matching wheel**" in rows[4]
+    assert rows[5] == (
+        "| 3.13 | no wheel | no wheel | no wheel | no wheel | no wheel | not run | **2 failed** |"
+    )
