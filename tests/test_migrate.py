@@ -310,7 +310,10 @@ def test_device_function_needs_compat_v1_device(argument, converted):
     )
     result = codemod.migrate_source(source).code
     call = "tf.compat.v1.device" if converted else "tf.device"
-    assert result == source.replace("tf.device(", f"{call}(")
+    # A replica_device_setter(...) at the top level makes the module a script: the switch too.
+    switch = "import tensorflow as tf\n\ntf.compat.v1.disable_v2_behavior()\n"
+    expected = source.replace("tf.device(", f"{call}(")
+    assert result == expected.replace("import tensorflow as tf\n", switch)
     assert codemod.migrate_source(result).code == result
 
 
@@ -327,6 +330,8 @@ def test_device_imported_by_name_and_v1_device_left_alone():
         """\
         import tensorflow as tf
         from tensorflow import device
+
+        tf.compat.v1.disable_v2_behavior()
 
         with tf.compat.v1.device(tf.train.replica_device_setter()), device("/cpu:0"):
             with tf.compat.v1.device(lambda _: ""):
@@ -460,6 +465,76 @@ def test_disable_v2_behavior_spelled_for_a_compat_v1_alias():
 )
 def test_disable_v2_behavior_not_added(source):
     assert _migrate(source) == source
+
+
+# A tutorial written at module level: flags, the cluster, the server and the graph run on
+# import, with no main guard. It is a script, and gets the switch.
+MODULE_LEVEL_SCRIPT = """\
+import tensorflow as tf
+
+cluster = tf.train.ClusterSpec({"ps": ["localhost:2222"], "worker": ["localhost:2223"]})
+server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+if FLAGS.job_name == "ps":
+    server.join()
+else:
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32)
+"""
+
+
+def test_a_module_level_script_gets_the_switch():
+    _expect(
+        MODULE_LEVEL_SCRIPT,
+        MODULE_LEVEL_SCRIPT.replace(
+            "import tensorflow as tf\n",
+            "import tensorflow as tf\n\ntf.compat.v1.disable_v2_behavior()\n",
+        ).replace("with tf.device(", "with tf.compat.v1.device("),
+    )
+    assert codemod.migrate_source(MODULE_LEVEL_SCRIPT).findings == ()
+
+
+@pytest.mark.parametrize(
+    "top_level",
+    [
+        "sess = tf.compat.v1.Session()",  # Opens a session.
+        "x = tf.compat.v1.placeholder(tf.float32)",  # Builds a graph.
+        "with tf.compat.v1.variable_scope('model'):\n    pass",
+        "if True:\n    tf.compat.v1.train.MonitoredTrainingSession()",  # In any block.
+        "for _ in range(2):\n    tf.compat.v1.get_variable('w', [1])",
+        "tf.compat.v1.app.run(lambda argv: None)",  # Runs its main unguarded.
+        "server = tf.distribute.Server(cluster, 'worker', 0)",
+    ],
+)
+def test_tensorflow_work_at_the_top_level_makes_a_script(top_level):
+    source = (
+        "import tensorflow as tf\n\n\ndef model():\n    return tf.compat.v1.Session\n\n\n"
+        f"{top_level}\n"
+    )
+    migration = codemod.migrate_source(source)
+    assert "\ntf.compat.v1.disable_v2_behavior()\n" in migration.code
+    assert not [f for f in migration.findings if "library" in f.message]
+
+
+@pytest.mark.parametrize(
+    "top_level",
+    [
+        "FLAGS = tf.compat.v1.app.flags.FLAGS",  # Not a graph.
+        "session_class = tf.compat.v1.Session",  # Named, not called.
+        "make = lambda: tf.compat.v1.Session()",  # Called later, by whoever calls `make`.
+        "getter = tf.contrib.opt.ElasticAverageCustomGetter('')",  # Makes no graph yet.
+        "class Model:\n    def build(self):\n        return tf.compat.v1.placeholder(tf.float32)",
+    ],
+)
+def test_graph_building_inside_functions_keeps_a_library_a_library(top_level):
+    source = (
+        "import tensorflow as tf\n\n\ndef model(getter):\n"
+        "    return tf.contrib.opt.ElasticAverageOptimizer(tf.get_variable('w', [1]), 1, getter)"
+        f"\n\n\n{top_level}\n"
+    )
+    migration = codemod.migrate_source(source)
+    assert "disable_v2_behavior()" not in migration.code
+    [note] = migration.findings
+    assert "looks like a library" in note.message
 
 
 def test_migrated_library_module_gets_a_note_not_the_switch():

@@ -139,11 +139,11 @@ def test_internal_variables_module_without_a_tensorflow_import():
         # Not a graph module: TF 2 code keeps TF 2 variables.
         "import tensorflow as tf\n\nv = tf.Variable(1.0)\nprint(v + 1)\n",
         # Only calls change: a type check keeps tf.Variable, which both kinds pass.
-        "import tensorflow as tf\n\nx = tf.compat.v1.placeholder(tf.float32)\n"
-        "ok = isinstance(x, tf.Variable)\n",
+        "import tensorflow as tf\n\n\ndef build():\n    x = tf.compat.v1.placeholder(tf.float32)\n"
+        "    return isinstance(x, tf.Variable)\n",
         # Already TF1's Variable through a compat.v1 alias.
-        "import tensorflow.compat.v1 as tf\n\nx = tf.placeholder(tf.float32)\n"
-        "step = tf.Variable(0, trainable=False)\n",
+        "import tensorflow.compat.v1 as tf\n\n\ndef build():\n    x = tf.placeholder(tf.float32)\n"
+        "    return tf.Variable(0, trainable=False)\n",
     ],
 )
 def test_variable_left_alone(source):
@@ -325,6 +325,8 @@ def test_summary_module_imported_by_name_in_a_graph_module():
         import tensorflow as tf
         from tensorflow.compat.v1 import summary
 
+        tf.compat.v1.disable_v2_behavior()
+
         x = tf.compat.v1.placeholder(tf.float32)
         summary.scalar("x", x)
         """,
@@ -342,7 +344,8 @@ def test_summary_module_imported_by_name_in_a_graph_module():
 )
 def test_summary_ops_stay_where_tf2_summaries_are_used(tf2_use):
     source = (
-        "import tensorflow as tf\n\nx = tf.compat.v1.placeholder(tf.float32)\n"
+        "import tensorflow as tf\n\ntf.compat.v1.disable_eager_execution()\n"
+        "x = tf.compat.v1.placeholder(tf.float32)\n"
         f'tf.summary.scalar("x", x)\n{tf2_use}\n'
     )
     assert codemod.migrate_source(source).code == source

@@ -91,10 +91,12 @@ def _findings(source, migrated, facts, legacy, keras_findings):
     return findings
 
 
-# A migrated module that builds graphs but is not a script: its program must pick TF1 mode.
+# A migrated module that builds graphs only in functions that other modules call: its program
+# must pick TF1 mode.
 _LIBRARY_NOTE = Finding(
     1,
-    "builds TF1 graphs but is not a script (no `if __name__ == '__main__':`): call "
+    "builds TF1 graphs only inside functions (no `if __name__ == '__main__':`, no graph "
+    "built at its top level), so it looks like a library: call "
     "tf.compat.v1.disable_v2_behavior() once at the start of the program that uses it.",
     unconverted=False,
 )

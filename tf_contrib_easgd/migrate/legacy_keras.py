@@ -38,7 +38,7 @@ def ensure_legacy_keras(module, is_script):
 
     Args:
         module: a `libcst.Module`.
-        is_script: whether it has `if __name__ == "__main__":`.
+        is_script: whether it is a script (`module_facts.Facts.is_script`).
 
     Returns:
         (the module, a list of `Finding`s with lines of the returned module).

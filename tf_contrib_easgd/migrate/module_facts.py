@@ -2,7 +2,8 @@
 """What the rewrites need to know about a module before changing it: its `Facts`.
 
 A helper of `tf_contrib_easgd.migrate.codemod`: the names bound by its imports, the values
-assigned to its variables, whether it is a script, builds TF1 graphs, or picks a mode itself.
+assigned to its variables, whether it is a script (a main guard, or TensorFlow work at its
+top level), builds TF1 graphs, uses EASGD, or picks a mode itself.
 """
 
 import dataclasses
@@ -35,6 +36,16 @@ _GRAPH_APIS = frozenset(
 )
 # The same, reached through TensorFlow's internal modules (`tensorflow.python.*`).
 _INTERNAL_GRAPH_APIS = frozenset(api.rpartition(".")[2] for api in _GRAPH_APIS)
+# Calls that make a module a script when they run at its top level (outside functions and
+# classes), besides the graph APIs: a server, or the program's main.
+_SCRIPT_CALLS = frozenset(
+    {
+        "tensorflow.train.Server",
+        "tensorflow.distribute.Server",
+        "tensorflow.app.run",
+        "absl.app.run",
+    }
+)
 _MODE_SWITCHES = frozenset(
     {
         "disable_v2_behavior",
@@ -52,16 +63,28 @@ class Facts:
     Attributes:
         module_aliases: dotted module -> name bound to it by a top-level `import`.
         string_values: variable name -> the expressions assigned to it anywhere.
-        is_script: whether the module has `if __name__ == "__main__":`.
+        has_main_guard: whether the module has `if __name__ == "__main__":`.
+        works_at_top_level: whether it calls a TF1 graph API, a server or the program's
+            `app.run` outside functions, lambdas and classes: it does its work on import.
         builds_graphs: whether it uses TF1 graph APIs or EASGD.
+        uses_easgd: whether it uses EASGD (contrib's, this package's or a local copy's).
         picks_mode: whether it already enables or disables TF 2 behaviour itself.
     """
 
     module_aliases: dict
     string_values: dict
-    is_script: bool = False
+    has_main_guard: bool = False
+    works_at_top_level: bool = False
     builds_graphs: bool = False
+    uses_easgd: bool = False
     picks_mode: bool = False
+
+    @property
+    def is_script(self):
+        """Whether the module is a program rather than a library: it has a main guard, or
+        builds graphs, opens sessions or starts a server at its top level (tutorials often
+        do). A module whose TensorFlow work sits only in functions is a library."""
+        return self.has_main_guard or self.works_at_top_level
 
     @classmethod
     def of(cls, module):
@@ -79,7 +102,7 @@ class _FactCollector(cst.CSTVisitor):
         super().__init__()
         self.facts = Facts(module_aliases={}, string_values={})
         self._depth = 0  # Indented blocks around the node.
-        self._defs = 0  # Functions and classes around the node.
+        self._defs = 0  # Functions, classes and lambdas around the node.
 
     def visit_IndentedBlock(self, node):
         self._depth += 1
@@ -94,6 +117,12 @@ class _FactCollector(cst.CSTVisitor):
         self._defs -= 1
 
     def leave_FunctionDef(self, original_node):
+        self._defs -= 1
+
+    def visit_Lambda(self, node):
+        self._defs += 1
+
+    def leave_Lambda(self, original_node):
         self._defs -= 1
 
     def visit_Import(self, node):
@@ -117,7 +146,14 @@ class _FactCollector(cst.CSTVisitor):
 
     def visit_If(self, node):
         if self._depth == 0 and _is_main_guard(node.test):
-            self.facts.is_script = True
+            self.facts.has_main_guard = True
+
+    def visit_Call(self, node):
+        if self._defs == 0 and any(
+            _is_graph_api(name) or name in _SCRIPT_CALLS
+            for name in names.qualified_names(self, node.func)
+        ):
+            self.facts.works_at_top_level = True
 
     def visit_Attribute(self, node):
         self._note_api(node)
@@ -131,6 +167,8 @@ class _FactCollector(cst.CSTVisitor):
                 self.facts.picks_mode = True
             if _builds_graphs(name):
                 self.facts.builds_graphs = True
+            if _is_easgd(name):
+                self.facts.uses_easgd = True
 
 
 def _is_mode_switch(name):
@@ -138,18 +176,21 @@ def _is_mode_switch(name):
     return name.startswith("tensorflow.") and name.removeprefix("tensorflow.") in _MODE_SWITCHES
 
 
+def _is_graph_api(name):
+    """Whether the qualified `name` is a TF1 graph API (a public or an internal name)."""
+    return (name.startswith("tensorflow.") and name.removeprefix("tensorflow.") in _GRAPH_APIS) or (
+        name.startswith("tensorflow.python.") and name.rpartition(".")[2] in _INTERNAL_GRAPH_APIS
+    )
+
+
+def _is_easgd(name):
+    """Whether the qualified `name` is EASGD: contrib's, or anything of this package."""
+    return name in RENAMES or name.startswith(PACKAGE + ".")
+
+
 def _builds_graphs(name):
     """Whether the qualified `name` is a TF1 graph API or EASGD (contrib's or this package's)."""
-    short = name.removeprefix("tensorflow.")
-    return (
-        (name.startswith("tensorflow.") and short in _GRAPH_APIS)
-        or (
-            name.startswith("tensorflow.python.")
-            and name.rpartition(".")[2] in _INTERNAL_GRAPH_APIS
-        )
-        or name in RENAMES
-        or name.startswith(PACKAGE + ".")
-    )
+    return _is_graph_api(name) or _is_easgd(name)
 
 
 def _is_main_guard(test):
