@@ -402,7 +402,8 @@ def test_copy_import_split_when_it_brings_other_names():
 
         opt = ElasticAverageOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.1), 2, g)
         """,
-        findings=[(1, False), (2, False)],  # The library note; the copy's note.
+        # The library note; the copy's note, on the line that now imports the name.
+        findings=[(1, False), (3, False)],
     )
 
 

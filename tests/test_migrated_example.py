@@ -1,7 +1,8 @@
 """examples/migrated_tf1: the migrated legacy trainer, with the job's end in order.
 
-The example is what the two tools make of examples/legacy_tf1/trainer.py plus six edits
-that adopt the library's start and end pieces. One test checks that the difference is
+The example is what the two tools make of examples/legacy_tf1/trainer.py plus five edits
+that adopt the library's end pieces (easgd-migrate already made the session this package's
+MonitoredTrainingSession, the start piece). One test checks that the difference is
 exactly those edits; the other launches the example by hand as its docstring says (one ps
 and two workers started together, no waiting for the chief) and checks what the edits
 promise: no 30 s wait, everyone's work in the chief's last checkpoint, every process exits 0.
@@ -23,12 +24,11 @@ LEGACY = legacy_jobs.LEGACY_DIR / "trainer.py"
 
 # The adoption edits, as code lines (comments aside): what the tools' output loses, and
 # what the example adds.
-REMOVED = ["server.join()", "with tf.compat.v1.train.MonitoredTrainingSession("]
+REMOVED = ["server.join()"]
 ADDED = [
     "tf_contrib_easgd.serve_until_done(server)",
     'tf.compat.v1.summary.scalar("elastic_distance", ea_custom.elastic_distance())',
     "completion = tf_contrib_easgd.TrainingCompletion(cluster, is_chief, FLAGS.task_index)",
-    "with tf_contrib_easgd.MonitoredTrainingSession(",
     "completion.finish(sess, step)",
     "completion.stop_parameter_servers(server.target)",
 ]

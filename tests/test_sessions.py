@@ -218,3 +218,95 @@ def test_the_chief_initialises_a_new_centre_and_runs_the_users_init_fn(
 def test_monitored_training_session_rejects_what_tensorflows_does_not_take():
     with pytest.raises(TypeError, match="save_every"):
         tf_contrib_easgd.MonitoredTrainingSession(is_chief=False, save_every=10)
+
+
+# --- Session rebuilds --------------------------------------------------------------------------
+# A TensorFlow fault that aborts steps ("The same RunGraph (Worker) request was received
+# twice", an AbortedError) makes MonitoredSession close its session and create a new one,
+# again and again. The hook below injects such aborts, so the test needs no real fault.
+
+RUNGRAPH_TWICE = "The same RunGraph (Worker) request was received twice."
+
+
+class AbortAfterRuns(tf.compat.v1.train.SessionRunHook):
+    """Raises TensorFlow's AbortedError after every `every`-th run, `times` times."""
+
+    def __init__(self, every, times):
+        self.every, self.times = every, times
+        self.runs = self.aborted = 0
+
+    def after_run(self, run_context, run_values):
+        self.runs += 1
+        if self.runs % self.every == 0 and self.aborted < self.times:
+            self.aborted += 1
+            raise tf.errors.AbortedError(None, None, RUNGRAPH_TWICE)
+
+
+def _centre_after(segments, start):
+    """The centre after `Worker`'s training from centre `start`, session after session.
+
+    Each new session starts the worker from the centre (the EASGD hook): w = c. One step:
+    w <- w - 0.5 (SGD, learning rate 0.5 on sum(w)), then the exchange with
+    alpha = 0.9 / 1 / 2 = 0.45 moves w and the centre c towards each other by 0.45 (w - c).
+    The exchange keeps w + c, so after n steps w + c = 2 c0 - 0.5 n; the gap D = w - c goes
+    D <- 0.1 (D - 0.5) from 0, i.e. D = -(0.5 / 9) (1 - 0.1 ** n). So
+    c = ((w + c) - D) / 2 = c0 - 0.25 n + (0.5 / 18) (1 - 0.1 ** n).
+
+    Args:
+        segments: the steps of each session, in order.
+        start: the centre before the first.
+    """
+    centre = np.asarray(start)
+    for steps in segments:
+        centre = centre - 0.25 * steps + (0.5 / 18) * (1 - 0.1**steps)
+    return centre
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("ours", [False, True], ids=["tensorflow", "tf_contrib_easgd"])
+def test_session_rebuilds_set_the_centre_back_only_with_tensorflows_session(
+    world, cluster, container, tmp_path, ours
+):
+    # 20 steps; an abort after the 5th, 10th and 15th run of the train op. MonitoredSession
+    # then makes a new session and runs the aborted step again: 23 runs in all. The chief
+    # saves a checkpoint each time it creates a session (save_checkpoint_steps is large),
+    # so TensorFlow's chief finds only the one of global_step 0 and restores it over the
+    # centre at each rebuild: 5 steps lost three times, 23 - 15 = 8 steps left. Ours keeps
+    # the centre the ps holds: all 23 steps count (period 1: one exchange per step).
+    chief = Worker(cluster, 0, container)
+    aborts = AbortAfterRuns(every=5, times=3)
+    hows = []
+    create = tf.compat.v1.train.MonitoredTrainingSession
+    scaffold = None
+    if ours:
+        create = tf_contrib_easgd.MonitoredTrainingSession
+        scaffold = tf_contrib_easgd.CentreKeepingScaffold(
+            on_centre_ready=lambda session, how, path: hows.append(how)
+        )
+    with (
+        chief.graph.as_default(),
+        create(
+            master=cluster.target(0),
+            is_chief=True,
+            checkpoint_dir=str(tmp_path),
+            scaffold=scaffold,
+            hooks=[chief.hook, aborts],
+            config=cluster.session_config(0),
+            save_checkpoint_steps=1000,
+            save_summaries_steps=None,
+            log_step_count_steps=None,
+        ) as session,
+    ):
+        for _ in range(20):
+            session.run(chief.train_op)
+        step, centre = session.run([chief.global_step, chief.read_centre])
+    assert (aborts.aborted, aborts.runs) == (3, 24)  # 23 of the train op, then the read.
+    print(f"{'ours' if ours else 'TensorFlow'}: global_step {step}, centre {centre}")
+    # Sessions of 5, 5, 5 and 8 steps; TensorFlow's last starts from the checkpoint's centre
+    # [1, 2], ours from the centre the others left: [-4.639, -3.639] against [-0.972, 0.028].
+    assert step == (23 if ours else 8)
+    segments = [5, 5, 5, 8] if ours else [8]
+    np.testing.assert_allclose(centre, _centre_after(segments, [1.0, 2.0]), rtol=1e-5)
+    if ours:
+        kept = tf_contrib_easgd.CentreKeepingScaffold.KEPT
+        assert hows == [tf_contrib_easgd.CentreKeepingScaffold.INITIALISED] + [kept] * 3

@@ -6,10 +6,12 @@ This is `examples/legacy_tf1/trainer.py` after
     tf_upgrade_v2 --infile trainer.py --outfile trainer.py
     easgd-migrate trainer.py
 
-and six edits, each marked "Added" or "Changed" below, that give a script of one's own what
-`easgd-train` does: a non-chief starts as soon as the centre is ready (not up to 30 s
-later), the chief waits for the other workers before its final checkpoint, the parameter
-server stops when the job is done, and the elastic distance goes to TensorBoard.
+and five edits, each marked "Added" or "Changed" below, that give a script of one's own what
+`easgd-train` does: the chief waits for the other workers before its final checkpoint, the
+parameter server stops when the job is done, and the elastic distance goes to TensorBoard.
+(easgd-migrate made the session `tf_contrib_easgd.MonitoredTrainingSession`: a non-chief
+starts as soon as the centre is ready, not up to 30 s later, and the chief keeps a centre
+the ps holds.)
 tests/test_migrated_example.py checks that the difference is those edits and runs the job.
 
     HOSTS="--ps_hosts=localhost:2222 --worker_hosts=localhost:2223,localhost:2224"
@@ -124,8 +126,8 @@ def main(_):
     # Talk to the ps and to this worker only, so that no worker waits for the others.
     config = tf.compat.v1.ConfigProto(device_filters=["/job:ps", worker_device])
     rng = np.random.RandomState(FLAGS.task_index)
-    # Changed: a non-chief starts as soon as the centre is ready; the chief keeps a centre
-    # the ps holds.
+    # easgd-migrate wrote tf_contrib_easgd's: a non-chief starts as soon as the centre is
+    # ready; the chief keeps a centre the ps holds.
     with tf_contrib_easgd.MonitoredTrainingSession(
         master=server.target,
         is_chief=is_chief,

@@ -2,8 +2,8 @@
 
 Usage:
 
-    easgd-migrate [--dry_run] [--nobackup] PATH...
-    python -m tf_contrib_easgd.migrate [--dry_run] [--nobackup] PATH...
+    easgd-migrate [--dry_run] [--nobackup] [--keep_tf_session] PATH...
+    python -m tf_contrib_easgd.migrate [--dry_run] [--nobackup] [--keep_tf_session] PATH...
 
 Each PATH is a Python file or a directory (searched for `*.py`, skipping hidden folders and
 `__pycache__`). A changed file is rewritten in place (through a temporary file in the same
@@ -14,9 +14,12 @@ and prints a unified diff instead; findings are listed either way.
 What is rewritten, and why, is in docs/DESIGN.md ("The migration tool"); in short:
 contrib's EASGD names through any alias of `tensorflow` or of contrib's modules, or from a
 local copy of contrib's module; `tf.device(<device function>)` (which TF 2 refuses);
-`tf.layers` (with the Keras 2 switch it needs); and, in modules that build TF1 graphs,
+`tf.layers` (with the Keras 2 switch it needs); in modules that build TF1 graphs,
 `tf.Variable`, TF1's `tf.summary` ops and, for a script, one
-`tf.compat.v1.disable_v2_behavior()` after the imports. Everything else TF 2 changed is
+`tf.compat.v1.disable_v2_behavior()` after the imports; and, in modules that use EASGD,
+TensorFlow's `MonitoredTrainingSession`, which becomes this package's (its chief keeps a
+living centre instead of restoring a checkpoint over it; `--keep_tf_session` keeps
+TensorFlow's). Everything else TF 2 changed is
 `tf_upgrade_v2`'s job. Convert Python 2 sources to Python 3 first, run `tf_upgrade_v2` next,
 then this tool (see docs/MIGRATING.md). Running the tool twice changes nothing the second
 time.
@@ -211,13 +214,14 @@ def find_python_files(paths):
     return list(found.values())
 
 
-def migrate_file(path, dry_run=False, backup=True):
+def migrate_file(path, dry_run=False, backup=True, keep_tf_session=False):
     """Migrates one file in place (unless `dry_run`).
 
     Args:
         path: the Python file.
         dry_run: compute the result but write nothing.
         backup: before rewriting the file, copy it to `path + ".bak"` unless that exists.
+        keep_tf_session: keep TensorFlow's `MonitoredTrainingSession` (`codemod`).
 
     Returns:
         A `FileResult`.
@@ -238,7 +242,7 @@ def migrate_file(path, dry_run=False, backup=True):
     if python2:
         raise problem
     try:
-        migration = codemod.migrate_source(old_code)
+        migration = codemod.migrate_source(old_code, keep_tf_session=keep_tf_session)
     except libcst.ParserSyntaxError as error:
         # When both fail, Python's message is the clearer one. Python failing alone (on
         # syntax newer than this interpreter's) does not stop the migration.
@@ -258,7 +262,7 @@ def migrate_file(path, dry_run=False, backup=True):
     return dataclasses.replace(result, backup=backup_path)
 
 
-def run(paths, dry_run=False, backup=True, out=None, err=None):
+def run(paths, dry_run=False, backup=True, out=None, err=None, keep_tf_session=False):
     """Migrates `paths` and reports to `out` (diffs) and `err` (progress, findings).
 
     Args:
@@ -267,6 +271,7 @@ def run(paths, dry_run=False, backup=True, out=None, err=None):
         backup: keep `FILE.bak` copies of rewritten files.
         out: text stream for diffs; defaults to `sys.stdout`.
         err: text stream for messages; defaults to `sys.stderr`.
+        keep_tf_session: keep TensorFlow's `MonitoredTrainingSession` (`codemod`).
 
     Returns:
         The exit status: `EXIT_OK`, `EXIT_UNCONVERTED` or `EXIT_ERROR`.
@@ -281,7 +286,9 @@ def run(paths, dry_run=False, backup=True, out=None, err=None):
     changed = unconverted = 0
     for path in files:
         try:
-            result = migrate_file(path, dry_run=dry_run, backup=backup)
+            result = migrate_file(
+                path, dry_run=dry_run, backup=backup, keep_tf_session=keep_tf_session
+            )
         except MigrationError as error:
             print(f"{path}:{error.line}: cannot migrate: {error.message}", file=err)
             status = EXIT_ERROR
@@ -335,6 +342,15 @@ def _define_flags():
             "Keep the original of each rewritten FILE as FILE.bak (--nobackup: do not).",
             module_name=sys.argv[0],
         )
+        flags.DEFINE_bool(
+            "keep_tf_session",
+            False,
+            "Keep TensorFlow's MonitoredTrainingSession in files that use EASGD. By default it "
+            "becomes tf_contrib_easgd.MonitoredTrainingSession (same arguments), whose chief "
+            "keeps the centre the parameter servers hold instead of restoring its latest "
+            "checkpoint over it at every session rebuild.",
+            module_name=sys.argv[0],
+        )
 
 
 def _main(argv):
@@ -345,7 +361,12 @@ def _main(argv):
         find_python_files(paths)  # Every path is checked before anything is written.
     except FileNotFoundError as error:
         raise app.UsageError(str(error), EXIT_ERROR) from None
-    return run(paths, dry_run=flags.FLAGS.dry_run, backup=flags.FLAGS.backup)
+    return run(
+        paths,
+        dry_run=flags.FLAGS.dry_run,
+        backup=flags.FLAGS.backup,
+        keep_tf_session=flags.FLAGS.keep_tf_session,
+    )
 
 
 def _with_help_as_absl_spells_it(argv):

@@ -13,9 +13,10 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, QualifiedNameProvider
 
 from tf_contrib_easgd.migrate import contrib_names as names
-from tf_contrib_easgd.migrate import device_calls, legacy_keras, tf1_apis
+from tf_contrib_easgd.migrate import device_calls, legacy_keras, session_calls, tf1_apis
 from tf_contrib_easgd.migrate.contrib_names import PACKAGE, RENAMES, Finding
 from tf_contrib_easgd.migrate.import_block import insert_after_imports
+from tf_contrib_easgd.migrate.line_map import line_mapper
 from tf_contrib_easgd.migrate.module_facts import Facts
 
 
@@ -32,11 +33,13 @@ class Migration:
     findings: tuple
 
 
-def migrate_source(source):
+def migrate_source(source, keep_tf_session=False):
     """Migrates the text of one Python module.
 
     Args:
         source: the module's source code, a `str`.
+        keep_tf_session: keep TensorFlow's `MonitoredTrainingSession` in a module that uses
+            EASGD (by default it becomes this package's, which keeps a living centre).
 
     Returns:
         A `Migration`.
@@ -53,36 +56,42 @@ def migrate_source(source):
         return Migration(code=source, findings=(Finding(scan.copy_class_line, _COPY_NOTE),))
     facts = Facts.of(module)
     facts.builds_graphs |= bool(scan.copies)
-    migrated, legacy, keras_findings = _rewrite(module, scan, facts)
-    findings = _findings(source, migrated, facts, legacy, keras_findings)
+    facts.uses_easgd |= bool(scan.copies)
+    migrated, noted, keras_findings = _rewrite(module, scan, facts, keep_tf_session)
+    findings = _findings(source, migrated, facts, noted, keras_findings)
     return Migration(code=migrated.code, findings=tuple(findings))
 
 
-def _rewrite(module, scan, facts):
+def _rewrite(module, scan, facts, keep_tf_session):
     """Runs the rewrites on `module`, one pass after the other.
 
     Returns:
-        (the rewritten module, the `tf1_apis.LegacyApiRewriter`, whose findings have lines of
-        the source, and the Keras 2 `Finding`s, with lines of the rewritten module).
+        (the rewritten module; (text, findings) of each pass that notes something, the
+        findings with lines of that text; the Keras 2 `Finding`s, with lines of the
+        rewritten module).
     """
     needs = tf1_apis.ImportNeeds(facts.module_aliases)
-    legacy = tf1_apis.LegacyApiRewriter(scan, needs, facts.builds_graphs)
-    module = MetadataWrapper(module).visit(legacy)
+    passes = [tf1_apis.LegacyApiRewriter(scan, needs, facts.builds_graphs)]
+    if facts.uses_easgd:
+        passes.insert(0, session_calls.SessionRewriter(needs, keep=keep_tf_session))
+    noted = []
+    for transformer in passes:
+        text = module.code
+        module = MetadataWrapper(module).visit(transformer)
+        noted.append((text, transformer.notes()))
     module = MetadataWrapper(module).visit(_Rewriter(facts, needs))
     module = names.remove_unused_contrib_imports(module, copies=scan.copies)
     module = insert_after_imports(module, facts, needs)
     module, findings = legacy_keras.ensure_legacy_keras(module, facts.is_script)
-    return module, legacy, findings
+    return module, noted, findings
 
 
-def _findings(source, migrated, facts, legacy, keras_findings):
+def _findings(source, migrated, facts, noted, keras_findings):
     """All the findings of a migration, in line order, with lines of the migrated text."""
-    to_final = tf1_apis.line_mapper(source, migrated.code)
     findings = list(keras_findings)
-    findings += [
-        dataclasses.replace(finding, line=to_final(finding.line))
-        for finding in legacy.findings + legacy.copy_findings()
-    ]
+    for text, found in noted:
+        to_final = line_mapper(text, migrated.code)
+        findings += [dataclasses.replace(finding, line=to_final(finding.line)) for finding in found]
     findings += names.leftover_findings(migrated)
     library = facts.builds_graphs and not facts.is_script and not facts.picks_mode
     if library and migrated.code != source:

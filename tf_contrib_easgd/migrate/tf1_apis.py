@@ -4,11 +4,10 @@
 Helpers of `tf_contrib_easgd.migrate.codemod`: `Scan` and `LegacyApiRewriter` for `tf.Variable`,
 `tf.layers`, TF1's `tf.summary` and EASGD names imported from a local copy of contrib's module
 (the Keras 2 switch that `tf.layers` needs is `legacy_keras`'s); `ImportNeeds`, the imports
-the rewrites need; `line_mapper` to carry line numbers from one version of a text to the next.
+the rewrites need.
 """
 
 import dataclasses
-import difflib
 
 import libcst as cst
 import libcst.helpers
@@ -312,6 +311,10 @@ class LegacyApiRewriter(cst.CSTTransformer):
         self.findings.append(self._copy_note(line, module, moved))
         return names.split_import(node, {name: COPY_NAMES[name] for name in moved})
 
+    def notes(self):
+        """All the findings of the pass (`findings`, then `copy_findings()`), after it ran."""
+        return self.findings + self.copy_findings()
+
     def copy_findings(self):
         """Notes for the copies reached as `module.Name`, at their first import or use."""
         return [
@@ -328,22 +331,3 @@ class LegacyApiRewriter(cst.CSTTransformer):
             f"nothing else uses it (if it was changed, compare it with {PACKAGE} first).",
             unconverted=False,
         )
-
-
-def line_mapper(old_code, new_code):
-    """Returns a function mapping a line of `old_code` to the same place in `new_code`.
-
-    A line of a changed block maps to the line at the same offset in its replacement (at most
-    the replacement's last line); a removed line maps to the line after it.
-    """
-    old, new = old_code.splitlines(), new_code.splitlines()
-    blocks = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
-
-    def mapped(line):
-        for tag, i1, i2, j1, j2 in blocks:
-            if i1 <= line - 1 < i2:
-                offset = line - 1 - i1
-                return j1 + (offset if tag == "equal" else min(offset, max(j2 - j1 - 1, 0))) + 1
-        return max(len(new), 1)
-
-    return mapped
