@@ -16,13 +16,13 @@ contrib's EASGD names through any alias of `tensorflow` or of contrib's modules,
 local copy of contrib's module; `tf.device(<device function>)` (which TF 2 refuses);
 `tf.layers` (with the Keras 2 switch it needs); in modules that build TF1 graphs,
 `tf.Variable`, TF1's `tf.summary` ops and, for a script, one
-`tf.compat.v1.disable_v2_behavior()` after the imports; and, in modules that use EASGD,
-TensorFlow's `MonitoredTrainingSession`, which becomes this package's (its chief keeps a
-living centre instead of restoring a checkpoint over it; `--keep_tf_session` keeps
-TensorFlow's). Everything else TF 2 changed is
-`tf_upgrade_v2`'s job. Convert Python 2 sources to Python 3 first, run `tf_upgrade_v2` next,
-then this tool (see docs/MIGRATING.md). Running the tool twice changes nothing the second
-time.
+`tf.compat.v1.disable_v2_behavior()` after the imports; in any module, the Estimator names
+that TensorFlow 2.16's and later `tf_upgrade_v2` no longer converts; and, in modules that
+use EASGD, TensorFlow's `MonitoredTrainingSession`, which becomes this package's (its chief
+keeps a living centre instead of restoring a checkpoint over it; `--keep_tf_session` keeps
+TensorFlow's). Everything else TF 2 changed is `tf_upgrade_v2`'s job. Convert Python 2
+sources to Python 3 first, run `tf_upgrade_v2` next, then this tool (see
+docs/MIGRATING.md). Running the tool twice changes nothing the second time.
 
 Exit status: 0 when everything was converted (and after the help: --help, -h, --helpshort,
 --helpfull); 1 when some use could not be (each is listed on stderr as FILE:LINE: message,

@@ -13,7 +13,13 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, QualifiedNameProvider
 
 from tf_contrib_easgd.migrate import contrib_names as names
-from tf_contrib_easgd.migrate import device_calls, legacy_keras, session_calls, tf1_apis
+from tf_contrib_easgd.migrate import (
+    device_calls,
+    estimator_apis,
+    legacy_keras,
+    session_calls,
+    tf1_apis,
+)
 from tf_contrib_easgd.migrate.contrib_names import PACKAGE, RENAMES, Finding
 from tf_contrib_easgd.migrate.import_block import insert_after_imports
 from tf_contrib_easgd.migrate.line_map import line_mapper
@@ -71,9 +77,10 @@ def _rewrite(module, scan, facts, keep_tf_session):
         rewritten module).
     """
     needs = tf1_apis.ImportNeeds(facts.module_aliases)
-    passes = [tf1_apis.LegacyApiRewriter(scan, needs, facts.builds_graphs)]
+    passes = [estimator_apis.EstimatorRewriter(needs)]
     if facts.uses_easgd:
-        passes.insert(0, session_calls.SessionRewriter(needs, keep=keep_tf_session))
+        passes.append(session_calls.SessionRewriter(needs, keep=keep_tf_session))
+    passes.append(tf1_apis.LegacyApiRewriter(scan, needs, facts.builds_graphs))
     noted = []
     for transformer in passes:
         text = module.code
