@@ -518,6 +518,81 @@ def test_other_contrib_uses_name_the_hand_edit(use, hand_edit):
     assert hand_edit in finding.message
 
 
+# Each name TF1 scripts import or call -> the kind of advice it must get: a data loader gets
+# data advice, a model module model advice, and so on (issue 27: the MNIST tutorial's model
+# module was told how to load data, contrib.learn's dataset loaders how to train).
+ADVICE_KINDS = [
+    ("tensorflow.contrib.layers.xavier_initializer", hand_edits.INITIALIZER),
+    ("tensorflow.contrib.layers.variance_scaling_initializer", hand_edits.INITIALIZER),
+    ("tensorflow.contrib.layers.fully_connected", hand_edits.LAYER),
+    ("tensorflow.contrib.layers.batch_norm", hand_edits.LAYER),
+    ("tensorflow.contrib.layers.l2_regularizer", hand_edits.REGULARIZER),
+    ("tensorflow.contrib.layers.apply_regularization", hand_edits.REGULARIZER),
+    ("tensorflow.contrib.framework.get_or_create_global_step", hand_edits.GLOBAL_STEP),
+    ("tensorflow.contrib.framework.arg_scope", hand_edits.LIBRARY),
+    ("tensorflow.contrib.slim.nets.resnet_v1", hand_edits.LIBRARY),
+    ("tensorflow.contrib.rnn.BasicLSTMCell", hand_edits.LAYER),
+    ("tensorflow.contrib.losses.softmax_cross_entropy", hand_edits.LOSS),
+    ("tensorflow.contrib.metrics.streaming_accuracy", hand_edits.METRIC),
+    ("tensorflow.contrib.learn.Estimator", hand_edits.TRAINING),
+    ("tensorflow.contrib.learn.Experiment", hand_edits.TRAINING),
+    ("tensorflow.contrib.learn.python.learn.learn_runner", hand_edits.TRAINING),
+    ("tensorflow.contrib.learn.datasets.mnist.read_data_sets", hand_edits.DATA),
+    ("tensorflow.contrib.learn.python.learn.datasets.mnist", hand_edits.DATA),
+    ("tensorflow.contrib.learn.datasets.load_dataset", hand_edits.DATA),
+    ("tensorflow.contrib.learn.datasets.base.load_csv_with_header", hand_edits.DATA),
+    ("tensorflow.contrib.learn.python.learn.datasets.base", hand_edits.DATA),
+    ("tensorflow.contrib.learn.preprocessing.VocabularyProcessor", hand_edits.PREPROCESSING),
+    ("tensorflow.examples.tutorials.mnist", hand_edits.DATA),
+    ("tensorflow.examples.tutorials.mnist.input_data", hand_edits.DATA),
+    ("tensorflow.examples.tutorials.mnist.input_data.read_data_sets", hand_edits.DATA),
+    ("tensorflow.examples.tutorials.mnist.mnist", hand_edits.MODEL),
+    ("tensorflow.examples.tutorials.mnist.mnist.inference", hand_edits.MODEL),
+    ("tensorflow.contrib.image.rotate", None),
+    ("tensorflow.contrib.layers", None),  # The module: its parts are of many kinds.
+]
+# Words the text of each kind of advice must use: the text fits its kind, as the kind fits
+# the name.
+KIND_WORDS = {
+    hand_edits.DATA: ("load",),
+    hand_edits.MODEL: ("model", "get_variable"),
+    hand_edits.LAYER: ("tf.compat.v1.",),
+    hand_edits.INITIALIZER: ("initializer",),
+    hand_edits.REGULARIZER: ("tf.",),
+    hand_edits.GLOBAL_STEP: ("global_step",),
+    hand_edits.LIBRARY: ("tf-slim",),
+    hand_edits.LOSS: ("tf.compat.v1.losses",),
+    hand_edits.METRIC: ("tf.compat.v1.metrics",),
+    hand_edits.TRAINING: ("MonitoredTrainingSession",),
+    hand_edits.PREPROCESSING: ("TextVectorization",),
+}
+
+
+@pytest.mark.parametrize(("name", "kind"), ADVICE_KINDS)
+def test_advice_fits_the_name_it_is_attached_to(name, kind):
+    advice = hand_edits.advice(name)
+    assert (advice.kind if advice else None) == kind
+    if advice:
+        assert all(word in advice.text for word in KIND_WORDS[kind]), advice.text
+
+
+def test_every_entry_has_a_kind_whose_words_its_text_uses():
+    for name, advice in hand_edits.HAND_EDITS.items():
+        assert advice.kind in KIND_WORDS, name
+        assert all(word in advice.text for word in KIND_WORDS[advice.kind]), name
+    assert {kind for _, kind in ADVICE_KINDS} - {None} == set(KIND_WORDS)
+
+
+def test_an_import_of_a_data_loader_and_a_model_module_gets_both_pieces():
+    source = (
+        "from tensorflow.examples.tutorials.mnist import input_data, mnist\n\n"
+        "data, logits = input_data, mnist\n"
+    )
+    [finding] = _expect(source, source, findings=[(1, True)])
+    assert "input_data: tf.keras.datasets.mnist.load_data()" in finding.message
+    assert "mnist: the tutorial's model functions (inference, loss" in finding.message
+
+
 def test_tensorflow_examples_mnist_import_is_reported():
     source = "from tensorflow.examples.tutorials.mnist import input_data\n\nd = input_data\n"
     [finding] = _expect(source, source, findings=[(1, True)])
@@ -531,7 +606,7 @@ def test_every_name_in_the_hand_edits_exists_in_tensorflow(tmp_path):
     names = sorted(
         {
             name
-            for text in hand_edits.HAND_EDITS.values()
+            for text in (advice.text for advice in hand_edits.HAND_EDITS.values())
             for name in re.findall(r"\btf(?:\.\w+)+", text)
             if not name.startswith("tf.contrib")
         }

@@ -313,6 +313,21 @@ class _ImportAliasEditor(cst.CSTTransformer):
         return self._edit(original_node, updated_node)
 
 
+def _import_advice(node, path):
+    """The hand edit for an import of `path` (what TF 2 lacks); for `from M import a, b` of
+    names whose advice differs (a data loader and a model module), each name's, named."""
+    module = normalize(import_module_name(node) or "") if isinstance(node, cst.ImportFrom) else ""
+    if module and not isinstance(node.names, cst.ImportStar) and len(node.names) > 1:
+        texts = {}
+        for alias in node.names:
+            text = hand_edits.hand_edit(f"{module}.{alias.evaluated_name}")
+            if text and text not in texts.values():
+                texts[alias.evaluated_name] = text
+        if len(texts) > 1:
+            return " ".join(f"{name}: {text}" for name, text in texts.items())
+    return hand_edits.hand_edit(path) or "replace what it imports."
+
+
 def leftover_findings(module):
     """Lists what is left of tf.contrib in `module`: imports, then uses, in line order.
 
@@ -338,8 +353,7 @@ def leftover_findings(module):
             findings.append(
                 Finding(
                     positions[node].start.line,
-                    f"`{code}` fails on TF 2, which has no {gone}: "
-                    + (hand_edits.hand_edit(path) or "replace what it imports."),
+                    f"`{code}` fails on TF 2, which has no {gone}: " + _import_advice(node, path),
                 )
             )
     findings += [
