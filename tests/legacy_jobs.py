@@ -5,6 +5,7 @@ and then `easgd-migrate` as the console scripts of the venv, then start one OS p
 task on free loopback ports, as the scripts' own docstrings tell a user to.
 """
 
+import json
 import os
 import pathlib
 import re
@@ -132,9 +133,9 @@ class Processes:
             TF_CPP_MIN_LOG_LEVEL="2",
             PYTHONUNBUFFERED="1",
             PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-            **(env or {}),
         )
-        environment.pop("TF_CONFIG", None)
+        environment.pop("TF_CONFIG", None)  # Only a task given one in `env` has one.
+        environment.update(env or {})
         with log.open("wb") as out:
             process = subprocess.Popen(
                 args,
@@ -179,6 +180,32 @@ class Processes:
             if process.poll() is None:
                 process.kill()
             process.wait(timeout=30)
+
+    def run_tf_config_job(self, script, flags, chief_ready_timeout, training_timeout):
+        """Runs `script` as a ps, the chief and a worker, each told its task by `TF_CONFIG`.
+
+        The worker starts once the chief logs its first checkpoint (the model is then
+        initialised): an Estimator's non-chief that finds it not yet initialised looks again
+        only 30 s later. The ps never returns from `train_and_evaluate`; `kill_all` stops it.
+
+        Args:
+            script: the script's file name, in this object's folder.
+            flags: the flags every task gets.
+            chief_ready_timeout: seconds the chief may take to write its first checkpoint.
+            training_timeout: seconds the chief and the worker may take after that to exit 0.
+
+        Returns:
+            {"chief": its log, "worker": its log}.
+        """
+        ports = {job: portpicker.pick_unused_port() for job in ("chief", "worker", "ps")}
+        cluster = {job: [f"localhost:{port}"] for job, port in ports.items()}
+        for job in ("ps", "chief", "worker"):
+            tf_config = json.dumps({"cluster": cluster, "task": {"type": job, "index": 0}})
+            if job == "worker":
+                self.wait_for_line("chief", r"Saving checkpoints for 0 ", chief_ready_timeout)
+            self.start(job, [sys.executable, script, *flags], env={"TF_CONFIG": tf_config})
+        deadline = time.monotonic() + training_timeout
+        return {job: self.wait_for_exit(job, deadline) for job in ("chief", "worker")}
 
     def run_ps_and_two_workers(self, script, flags, chief_ready_timeout, training_timeout):
         """Runs `script` as one ps and two workers on free loopback ports, as its docs say.
