@@ -251,6 +251,48 @@ def test_find_rejects_a_variable_made_elsewhere(world):
             getter.find(plain)
 
 
+# Model weights made with tf.Variable, as tutorials of the MNIST softmax kind did, never go
+# through a variable scope's custom getter (on TF 1 either). The optimizer refuses them,
+# naming the first; docs/MIGRATING.md gives the fix checked here: tf.compat.v1.get_variable
+# with a name and the same initial value, inside the getter's scope.
+def test_tf_variable_weights_are_refused_and_get_variable_is_the_fix(world):
+    def train_op(make_weights):
+        getter = ElasticAverageCustomGetter("")
+        with tf.compat.v1.variable_scope("softmax", custom_getter=getter):
+            x = tf.compat.v1.placeholder(tf.float32, [None, 4])
+            weights, bias = make_weights()
+            loss = tf.reduce_sum(tf.matmul(x, weights) + bias)
+        opt = ElasticAverageOptimizer(
+            tf.compat.v1.train.GradientDescentOptimizer(0.5), num_worker=1, ea_custom_getter=getter
+        )
+        step = tf.compat.v1.train.get_or_create_global_step()
+        return x, weights, opt.minimize(loss, global_step=step), opt
+
+    def with_variable():  # tf_upgrade_v2 and easgd-migrate leave this as it is.
+        return tf.compat.v1.Variable(tf.zeros([4, 3])), tf.compat.v1.Variable(tf.zeros([3]))
+
+    def with_get_variable():  # The fix: a name, the same initial value.
+        return (
+            tf.compat.v1.get_variable("W", initializer=tf.zeros([4, 3])),
+            tf.compat.v1.get_variable("b", initializer=tf.zeros([3])),
+        )
+
+    refused = r"'softmax/Variable:0' was not created through"
+    with tf.Graph().as_default(), pytest.raises(ValueError, match=refused):
+        train_op(with_variable)
+    with tf.Graph().as_default():
+        x, weights, train, opt = train_op(with_get_variable)
+        init = opt.get_init_op(0)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(tf.compat.v1.local_variables_initializer())
+            session.run(init)
+            session.run(train, {x: np.ones([2, 4], np.float32)})
+            # d(loss)/dW = the column sums of x, 2 each; one SGD step of 0.5 from 0: -1; the
+            # first exchange comes only after communication_period = 10 steps.
+            np.testing.assert_allclose(session.run(weights), -np.ones([4, 3]))
+
+
 # Keras layers (tf.keras.layers.Dense, Keras 2 from tf-keras, as TF1 scripts had it) make
 # their variables without the variable scope's custom getter; TF 1.15 did the same, so
 # contrib never averaged them. The optimizer refuses them before it builds anything, naming
