@@ -21,27 +21,11 @@ import numpy as np
 import portpicker
 import pytest
 import tensorflow as tf
+from estimator_support import HAS_ESTIMATOR, requires_estimator
 
 from tf_contrib_easgd import GLOBAL_VARIABLE_NAME
 from tf_contrib_easgd.trainer import data, launcher
 
-
-def _has_estimator():
-    try:
-        tf.estimator.EstimatorSpec  # noqa: B018  tf.estimator is imported lazily.
-    except (AttributeError, ImportError):
-        return False
-    return True
-
-
-HAS_ESTIMATOR = _has_estimator()
-requires_estimator = pytest.mark.skipif(
-    not HAS_ESTIMATOR,
-    reason=(
-        f"TensorFlow {tf.__version__} has no tf.estimator (2.16 removed it); these tests run "
-        "on TensorFlow 2.15 with tensorflow-estimator: `make test-tf215`."
-    ),
-)
 if HAS_ESTIMATOR:
     from tf_contrib_easgd.estimator import (
         ElasticAverageEstimatorHelper,

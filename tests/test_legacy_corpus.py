@@ -35,6 +35,7 @@ import legacy_jobs
 import numpy as np
 import pytest
 import tensorflow as tf
+from estimator_support import requires_estimator
 from sklearn.datasets import load_digits
 
 NUM_TRAIN = 1500  # Both scripts train on the first 1500 digits and test on the other 297.
@@ -199,19 +200,8 @@ def test_migrated_script_trains_on_a_ps_and_two_workers(key, tmp_path, legacy_pr
     assert min(accuracies.values()) >= script.target, accuracies
 
 
-def _has_estimator():
-    try:
-        tf.estimator.EstimatorSpec  # noqa: B018  tf.estimator is imported lazily.
-    except (AttributeError, ImportError):
-        return False
-    return True
-
-
+@requires_estimator
 @pytest.mark.e2e
-@pytest.mark.skipif(
-    not _has_estimator(),
-    reason=f"TensorFlow {tf.__version__} has no tf.estimator: `make test-tf215` runs this",
-)
 @pytest.mark.timeout(CHIEF_READY_TIMEOUT_S + TRAINING_TIMEOUT_S + 4 * legacy_jobs.TOOL_TIMEOUT_S)
 def test_migrated_estimator_script_trains_on_a_tf_config_cluster(tmp_path, legacy_processes):
     start = time.monotonic()

@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 import tensorflow as tf
+from estimator_support import requires_estimator
 
 from tf_contrib_easgd.migrate import canned_estimators, codemod
 
@@ -273,12 +274,7 @@ def test_an_added_argument_follows_the_calls_layout():
     )
 
 
-HAS_ESTIMATOR = hasattr(tf.compat.v1, "estimator") and hasattr(
-    tf.compat.v1.estimator, "DNNClassifier"
-)
-
-
-@pytest.mark.skipif(not HAS_ESTIMATOR, reason="TF 2.16+ has no tf.estimator: make test-tf215")
+@requires_estimator
 @pytest.mark.parametrize("name", sorted(canned_estimators.TF1_ARGUMENTS))
 def test_the_argument_tables_are_tensorflows_signatures(name):
     def arguments(cls):

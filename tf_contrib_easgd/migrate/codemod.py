@@ -21,6 +21,7 @@ from tf_contrib_easgd.migrate import (
     tf1_apis,
 )
 from tf_contrib_easgd.migrate.contrib_names import PACKAGE, RENAMES, Finding
+from tf_contrib_easgd.migrate.import_aware import ImportAwareTransformer
 from tf_contrib_easgd.migrate.import_block import insert_after_imports
 from tf_contrib_easgd.migrate.line_map import line_mapper
 from tf_contrib_easgd.migrate.module_facts import Facts
@@ -125,7 +126,7 @@ _COPY_NOTE = (
 )
 
 
-class _Rewriter(cst.CSTTransformer):
+class _Rewriter(ImportAwareTransformer):
     """Rewrites EASGD names, contrib imports of them, and `tf.device(function)`."""
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider,)
@@ -134,24 +135,9 @@ class _Rewriter(cst.CSTTransformer):
         super().__init__()
         self._facts = facts
         self._needs = needs
-        self._in_import = 0
-
-    def visit_Import(self, node):
-        self._in_import += 1
-
-    def leave_Import(self, original_node, updated_node):
-        self._in_import -= 1
-        return updated_node
-
-    def visit_ImportFrom(self, node):
-        self._in_import += 1
-
-    def leave_ImportFrom(self, original_node, updated_node):
-        self._in_import -= 1
-        return updated_node
 
     def leave_Attribute(self, original_node, updated_node):
-        if self._in_import:
+        if self.in_import:
             return updated_node
         for name in names.qualified_names(self, original_node):
             if name in RENAMES:

@@ -20,6 +20,7 @@ from libcst.metadata import (
 
 from tf_contrib_easgd.migrate import canned_estimators
 from tf_contrib_easgd.migrate.contrib_names import Finding
+from tf_contrib_easgd.migrate.import_aware import ImportAwareTransformer
 
 _HOOKS = (
     *("CheckpointSaverHook", "CheckpointSaverListener", "FeedFnHook", "FinalOpsHook"),
@@ -68,7 +69,7 @@ EXPORT_NOTE = (
 )
 
 
-class EstimatorRewriter(cst.CSTTransformer):
+class EstimatorRewriter(ImportAwareTransformer):
     """Renames the Estimator APIs TF 2.15's converter renamed; notes what it cannot.
 
     Attributes:
@@ -90,7 +91,6 @@ class EstimatorRewriter(cst.CSTTransformer):
         """
         super().__init__()
         self._needs = needs
-        self._in_import = 0
         self.findings = []
 
     def notes(self):
@@ -100,20 +100,6 @@ class EstimatorRewriter(cst.CSTTransformer):
     def _names(self, node):
         """The qualified names of a node of the tree visited, `tensorflow.compat.v1` kept."""
         return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
-
-    def visit_Import(self, node):
-        self._in_import += 1
-
-    def leave_Import(self, original_node, updated_node):
-        self._in_import -= 1
-        return updated_node
-
-    def visit_ImportFrom(self, node):
-        self._in_import += 1
-
-    def leave_ImportFrom(self, original_node, updated_node):
-        self._in_import -= 1
-        return updated_node
 
     def _tensorflow(self, node):
         """`node`'s own spelling of `tensorflow` (the base of its chain), else the module's."""
@@ -130,7 +116,7 @@ class EstimatorRewriter(cst.CSTTransformer):
         return expression
 
     def leave_Attribute(self, original_node, updated_node):
-        if self._in_import:
+        if self.in_import:
             return updated_node
         for name in sorted(self._names(original_node)):
             if name in RENAMES:

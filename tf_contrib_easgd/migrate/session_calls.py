@@ -13,6 +13,7 @@ from libcst.metadata import PositionProvider, QualifiedNameProvider
 
 from tf_contrib_easgd.migrate import contrib_names as names
 from tf_contrib_easgd.migrate.contrib_names import PACKAGE, Finding
+from tf_contrib_easgd.migrate.import_aware import ImportAwareTransformer
 
 _MTS = "MonitoredTrainingSession"
 # Qualified names (with `tensorflow.compat.v1.` read as `tensorflow.`) and the modules that
@@ -45,7 +46,7 @@ SUPERVISOR_NOTE = (
 ).format(spelled="{spelled}", package=PACKAGE, mts=_MTS)
 
 
-class SessionRewriter(cst.CSTTransformer):
+class SessionRewriter(ImportAwareTransformer):
     """Moves `MonitoredTrainingSession` to this package's and notes each `Supervisor`.
 
     Run it on modules that use EASGD only.
@@ -66,7 +67,6 @@ class SessionRewriter(cst.CSTTransformer):
         super().__init__()
         self._needs = needs
         self._keep = keep
-        self._in_import = 0
         self.findings = []
 
     def notes(self):
@@ -80,26 +80,12 @@ class SessionRewriter(cst.CSTTransformer):
     def _spelled(self, node):
         return cst.Module([]).code_for_node(node)
 
-    def visit_Import(self, node):
-        self._in_import += 1
-
-    def leave_Import(self, original_node, updated_node):
-        self._in_import -= 1
-        return updated_node
-
-    def visit_ImportFrom(self, node):
-        self._in_import += 1
-
-    def leave_ImportFrom(self, original_node, updated_node):
-        self._in_import -= 1
-        return updated_node
-
     def visit_Name(self, node):
-        if not self._in_import and names.qualified_names(self, node) & _SUPERVISOR_NAMES:
+        if not self.in_import and names.qualified_names(self, node) & _SUPERVISOR_NAMES:
             self._note(node, SUPERVISOR_NOTE, node.value)
 
     def leave_Attribute(self, original_node, updated_node):
-        if self._in_import:
+        if self.in_import:
             return updated_node
         found = names.qualified_names(self, original_node)
         if found & _SUPERVISOR_NAMES:

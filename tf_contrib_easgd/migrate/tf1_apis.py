@@ -21,6 +21,7 @@ from libcst.metadata import (
 
 from tf_contrib_easgd.migrate import contrib_names as names
 from tf_contrib_easgd.migrate.contrib_names import PACKAGE, Finding
+from tf_contrib_easgd.migrate.import_aware import ImportAwareTransformer
 
 # Names of contrib's elastic_average_optimizer module -> this package's.
 COPY_NAMES = {
@@ -185,7 +186,7 @@ class _ScanCollector(cst.CSTVisitor):
                 self.scan.v2_summaries = True
 
 
-class LegacyApiRewriter(cst.CSTTransformer):
+class LegacyApiRewriter(ImportAwareTransformer):
     """Rewrites the TF1 API names TF 2 moved, and EASGD names taken from a local copy.
 
     Attributes:
@@ -208,7 +209,6 @@ class LegacyApiRewriter(cst.CSTTransformer):
         self._graphs = builds_graphs
         self._summaries = builds_graphs and not scan.v2_summaries
         self.findings = []
-        self._in_import = 0
         self._copy_uses = {}  # Module -> the `M.X` rewritten.
 
     def _names(self, node):
@@ -219,7 +219,7 @@ class LegacyApiRewriter(cst.CSTTransformer):
         return summary_name in _SUMMARY_V1 or (self._summaries and summary_name in _SUMMARY_OPS)
 
     def leave_Attribute(self, original_node, updated_node):
-        if self._in_import:
+        if self.in_import:
             return updated_node
         base = updated_node.value
         for name in self._names(original_node):
@@ -249,11 +249,8 @@ class LegacyApiRewriter(cst.CSTTransformer):
             return updated_node.with_changes(func=_attr(func.value, "compat", "v1", "Variable"))
         return updated_node.with_changes(func=_attr(self._needs.compat_v1(), "Variable"))
 
-    def visit_Import(self, node):
-        self._in_import += 1
-
     def leave_Import(self, original_node, updated_node):
-        self._in_import -= 1
+        updated_node = super().leave_Import(original_node, updated_node)
         aliases = [
             alias.with_changes(name=_attr("tensorflow.compat.v1", *path.split(".")[1:]))
             if within(path := alias.evaluated_name, "tensorflow.layers")
@@ -262,11 +259,8 @@ class LegacyApiRewriter(cst.CSTTransformer):
         ]
         return updated_node.with_changes(names=aliases)
 
-    def visit_ImportFrom(self, node):
-        self._in_import += 1
-
     def leave_ImportFrom(self, original_node, updated_node):
-        self._in_import -= 1
+        updated_node = super().leave_ImportFrom(original_node, updated_node)
         module = from_module(updated_node)
         star = isinstance(updated_node.names, cst.ImportStar)
         imported = set() if star else {alias.evaluated_name for alias in updated_node.names}
