@@ -258,6 +258,22 @@ def test_canned_estimators(before, after):
     assert findings == ()
 
 
+def test_a_class_imported_by_name_is_spelled_through_tensorflow_only_when_changed():
+    unchanged = (
+        "from tensorflow.estimator import DNNRegressor\n\n"
+        "m = DNNRegressor(hidden_units=[8], feature_columns=f, loss_reduction=r)\n"
+    )
+    assert codemod.migrate_source(unchanged) == codemod.Migration(code=unchanged, findings=())
+    migration = _migrate(
+        "from tensorflow.estimator import DNNRegressor\n\nm = DNNRegressor([8], f, optimizer=o)\n"
+    )
+    assert migration.code == (
+        "from tensorflow.estimator import DNNRegressor\nimport tensorflow\n\n"
+        "m = tensorflow.compat.v1.estimator.DNNRegressor(hidden_units=[8], feature_columns=f, "
+        "optimizer=o, loss_reduction=tensorflow.compat.v1.losses.Reduction.SUM)\n"
+    )
+
+
 def test_an_added_argument_follows_the_calls_layout():
     migration = _migrate(
         """\

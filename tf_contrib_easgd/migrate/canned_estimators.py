@@ -83,7 +83,7 @@ _KERAS_REDUCTION = "tensorflow.keras.losses.Reduction."
 _REDUCTIONS = ("SUM", "SUM_OVER_BATCH_SIZE")  # Keras's members that TF1's losses also has.
 
 
-def rewrite_call(original, call, name, tf1, tensorflow, qualified_names):
+def rewrite_call(original, call, name, tf1, spell, qualified_names):
     """Rewrites a call of a canned Estimator class as TF 2.15's converter did.
 
     Args:
@@ -91,14 +91,15 @@ def rewrite_call(original, call, name, tf1, tensorflow, qualified_names):
         call: the call as the rewrite has it so far.
         name: the class's name (`DNNClassifier`, ...), a key of `TF1_ARGUMENTS`.
         tf1: whether the call already names TF1's class (`tf.compat.v1.estimator.*`).
-        tensorflow: the module's name for `tensorflow`, a `str`.
+        spell: a dotted path under `tensorflow` -> the expression naming it in the module
+            (called only for a name the rewrite writes).
         qualified_names: node of the original tree -> its qualified names.
 
     Returns:
         (the new call, whether it now names TF1's class).
     """
     if tf1:
-        return _mend_keras_reduction(original, call, tensorflow, qualified_names), True
+        return _mend_keras_reduction(original, call, spell, qualified_names), True
     if any(arg.star for arg in call.args):
         return call, False  # Which argument is which is not known.
     arguments = _ARGUMENTS.get(name, ())
@@ -111,8 +112,8 @@ def rewrite_call(original, call, name, tf1, tensorflow, qualified_names):
         if argument in passed and not _is_keras_optimizer(passed[argument], qualified_names)
     ]
     if name in _ARGUMENTS and "loss_reduction" not in passed:
-        base = f"{tensorflow}.compat.v1.losses" if moves else f"{tensorflow}.keras.losses"
-        call = _with_keyword(call, "loss_reduction", cst.parse_expression(f"{base}.Reduction.SUM"))
+        losses = "compat.v1.losses" if moves else "keras.losses"
+        call = _with_keyword(call, "loss_reduction", spell(f"{losses}.Reduction.SUM"))
     return call, bool(moves)
 
 
@@ -156,7 +157,7 @@ def _is_keras_optimizer(value, qualified_names):
     return any(name.startswith(_KERAS_OPTIMIZERS) for name in qualified_names(node))
 
 
-def _mend_keras_reduction(original, call, tensorflow, qualified_names):
+def _mend_keras_reduction(original, call, spell, qualified_names):
     """TF1's class given `loss_reduction=tf.keras.losses.Reduction.X`, which it refuses:
     the same reduction of `tf.compat.v1.losses`."""
     args = list(call.args)
@@ -166,6 +167,6 @@ def _mend_keras_reduction(original, call, tensorflow, qualified_names):
         for qualified in qualified_names(before.value):
             member = qualified.removeprefix(_KERAS_REDUCTION)
             if qualified.startswith(_KERAS_REDUCTION) and member in _REDUCTIONS:
-                value = f"{tensorflow}.compat.v1.losses.Reduction.{member}"
-                args[index] = arg.with_changes(value=cst.parse_expression(value))
+                value = spell(f"compat.v1.losses.Reduction.{member}")
+                args[index] = arg.with_changes(value=value)
     return call.with_changes(args=args)

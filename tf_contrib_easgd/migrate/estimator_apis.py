@@ -132,14 +132,15 @@ class EstimatorRewriter(ImportAwareTransformer):
             short = name.removeprefix(module or "")
             if module and short in canned_estimators.TF1_ARGUMENTS:
                 tf1 = module != _ESTIMATOR_MODULES[0]
-                base = self._tensorflow(func)
+
+                def spell(path, func=func):
+                    return self._spelled(self._tensorflow(func), path)
+
                 call, now_tf1 = canned_estimators.rewrite_call(
-                    original_node, updated_node, short, tf1, _code(base), self._names
+                    original_node, updated_node, short, tf1, spell, self._names
                 )
                 if now_tf1 and not tf1:
-                    call = call.with_changes(
-                        func=self._spelled(base, f"compat.v1.estimator.{short}")
-                    )
+                    call = call.with_changes(func=spell(f"compat.v1.estimator.{short}"))
                 return call
         return updated_node
 
