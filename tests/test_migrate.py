@@ -259,6 +259,47 @@ def test_other_contrib_uses_are_reported_with_lines_of_the_migrated_file():
     assert "tf.contrib.layers.fully_connected" in finding.message
 
 
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        # Neither given: one note names both defaults and both alternatives.
+        ("opt = tf.contrib.opt.ElasticAverageOptimizer(sgd, 2, getter)", ("moving_rate", "rho")),
+        (
+            "opt = tf.contrib.opt.ElasticAverageOptimizer(sgd, 2, getter, 10)",
+            ("moving_rate", "rho"),
+        ),
+        # moving_rate by keyword, or fifth by position: rho alone.
+        (
+            "opt = tf.contrib.opt.ElasticAverageOptimizer(sgd, 2, getter, moving_rate=0.45)",
+            ("rho",),
+        ),
+        ("opt = tf.contrib.opt.ElasticAverageOptimizer(sgd, 2, getter, 10, 0.45)", ("rho",)),
+        ("opt = tf.contrib.opt.ElasticAverageOptimizer(sgd, 2, getter, rho=0.0)", ("moving_rate",)),
+        # Both given, or arguments the tool cannot see: no note.
+        ("opt = tf.contrib.opt.ElasticAverageOptimizer(sgd, 2, getter, 10, 0.45, 0.0)", ()),
+        ("opt = tf.contrib.opt.ElasticAverageOptimizer(sgd, 2, getter, **settings)", ()),
+    ],
+)
+def test_each_optimizer_keeping_contribs_defaults_gets_a_note_on_their_cost(call, named):
+    source = f"import tensorflow as tf\n\n{call}\n"
+    migration = codemod.migrate_source(source)
+    # The call is untouched but for the package's name: the defaults stay contrib's.
+    assert call.replace("tf.contrib.opt.", "tf_contrib_easgd.") in migration.code
+    notes = [f for f in migration.findings if "contrib's moving_rate" in f.message or
+             "contrib's rho" in f.message]  # fmt: skip
+    if not named:
+        assert notes == []
+        return
+    [note] = notes
+    assert not note.unconverted
+    assert migration.code.splitlines()[note.line - 1].startswith("opt = tf_contrib_easgd.")
+    alternatives = {"moving_rate": "moving_rate=0.9 / num_worker", "rho": "rho=0.0"}
+    for name, alternative in alternatives.items():
+        assert (f"{name}=None" in note.message) == (name in named)
+        assert (alternative in note.message) == (name in named)
+    assert "docs/TUNING.md" in note.message and "trains exactly as it did" in note.message
+
+
 def test_source_without_contrib_is_unchanged():
     source = "import tensorflow as tf\n\nx = tf.constant(1)  # odd   spacing\n"
     migration = codemod.migrate_source(source)
@@ -533,8 +574,10 @@ def test_graph_building_inside_functions_keeps_a_library_a_library(top_level):
     )
     migration = codemod.migrate_source(source)
     assert "disable_v2_behavior()" not in migration.code
-    [note] = migration.findings
+    # The library note, and the optimizer's note on contrib's defaults.
+    [note, defaults] = migration.findings
     assert "looks like a library" in note.message
+    assert "keeps contrib's moving_rate=None" in defaults.message
 
 
 def test_migrated_library_module_gets_a_note_not_the_switch():
@@ -549,9 +592,10 @@ def test_migrated_library_module_gets_a_note_not_the_switch():
     )
     migration = codemod.migrate_source(source)
     assert "disable_v2_behavior" not in migration.code
-    [note] = migration.findings
+    [note, defaults] = migration.findings  # Also: the optimizer keeps contrib's defaults.
     assert not note.unconverted
     assert "disable_v2_behavior" in note.message
+    assert "keeps contrib's moving_rate=None" in defaults.message
 
 
 # --- Files, backups, dry run ------------------------------------------------------------------

@@ -14,7 +14,8 @@ from tf_contrib_easgd.migrate import cli as migrate
 from tf_contrib_easgd.migrate import codemod
 from tf_contrib_easgd.migrate.line_map import line_mapper
 
-EASGD = "opt = tf.contrib.opt.ElasticAverageOptimizer(sgd, 2, getter)\n"
+# Both of contrib's defaults given, so no note on their cost (test_migrate.py has those).
+EASGD = "opt = tf.contrib.opt.ElasticAverageOptimizer(sgd, 2, getter, 10, 0.45, 0.0)\n"
 
 
 def _migrate(source, **kwargs):

@@ -17,6 +17,7 @@ from tf_contrib_easgd.migrate import (
     device_calls,
     estimator_apis,
     legacy_keras,
+    optimizer_defaults,
     session_calls,
     tf1_apis,
 )
@@ -101,6 +102,7 @@ def _findings(source, migrated, facts, noted, keras_findings):
         to_final = line_mapper(text, migrated.code)
         findings += [dataclasses.replace(finding, line=to_final(finding.line)) for finding in found]
     findings += names.leftover_findings(migrated)
+    findings += optimizer_defaults.default_findings(migrated)
     library = facts.builds_graphs and not facts.is_script and not facts.picks_mode
     if library and migrated.code != source:
         findings.append(_LIBRARY_NOTE)
