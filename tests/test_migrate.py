@@ -770,3 +770,54 @@ def test_cli_usage_errors_exit_2(tmp_path, monkeypatch):
     with pytest.raises(app.UsageError, match="'missing.py' is neither a file") as missing:
         migrate._main(["easgd-migrate", "missing.py"])
     assert no_path.value.exitcode == missing.value.exitcode == migrate.EXIT_ERROR
+
+
+# --- Keras layers and tf.Variable under the getter ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "maker",
+    [
+        "logits = tf.keras.layers.Dense(10)(images)",
+        "model = keras.Sequential([keras.layers.Dense(10)])",
+        "w = tf.Variable(tf.zeros([784, 10]))",
+    ],
+)
+def test_the_creator_scope_joins_the_getters_scope_where_variables_skip_the_getter(maker):
+    source = (
+        "import tensorflow as tf\nfrom tensorflow import keras\n\n"
+        'getter = tf.contrib.opt.ElasticAverageCustomGetter("/job:worker/task:0")\n'
+        'with tf.device(setter), tf.compat.v1.variable_scope("", custom_getter=getter):\n'
+        f"    {maker}\n"
+    )
+    migration = codemod.migrate_source(source)
+    with_line = (
+        'with tf.compat.v1.device(setter), tf.compat.v1.variable_scope("", custom_getter=getter), '
+        "getter.variable_creator_scope():"
+    )
+    assert with_line in migration.code.splitlines()
+    [note] = [f for f in migration.findings if "variable_creator_scope" in f.message]
+    assert migration.code.splitlines()[note.line - 1] == with_line
+    assert codemod.migrate_source(migration.code).code == migration.code
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # get_variable calls the getter: nothing to add.
+        'w = tf.compat.v1.get_variable("w", [784, 10])',
+        # Already there.
+        "pass",
+    ],
+)
+def test_no_creator_scope_where_every_variable_goes_through_the_getter(body):
+    creator = ", getter.variable_creator_scope()" if body == "pass" else ""
+    source = (
+        "import tensorflow as tf\n\n"
+        'getter = tf.contrib.opt.ElasticAverageCustomGetter("")\n'
+        f'with tf.compat.v1.variable_scope("", custom_getter=getter){creator}:\n'
+        f"    {body}\n" + ("layer = tf.keras.layers.Dense(3)\n" if body == "pass" else "")
+    )
+    migration = codemod.migrate_source(source)
+    assert migration.code.count("variable_creator_scope") == source.count("variable_creator_scope")
+    assert not [f for f in migration.findings if "variable_creator_scope" in f.message]

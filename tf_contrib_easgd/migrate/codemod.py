@@ -14,6 +14,7 @@ from libcst.metadata import MetadataWrapper, QualifiedNameProvider
 
 from tf_contrib_easgd.migrate import contrib_names as names
 from tf_contrib_easgd.migrate import (
+    creator_scopes,
     device_calls,
     estimator_apis,
     legacy_keras,
@@ -91,6 +92,10 @@ def _rewrite(module, scan, facts, keep_tf_session):
     module = MetadataWrapper(module).visit(_Rewriter(facts, needs))
     module = names.remove_unused_contrib_imports(module, copies=scan.copies)
     module = insert_after_imports(module, facts, needs)
+    if facts.uses_easgd:
+        text = module.code
+        module, found = creator_scopes.add_creator_scopes(module)
+        noted.append((text, found))
     module, findings = legacy_keras.ensure_legacy_keras(module, facts.is_script)
     return module, noted, findings
 
