@@ -3,13 +3,10 @@
 Placement tests only build graphs against a multi-ps ClusterSpec; no server is started.
 """
 
-import importlib.util
-
 import numpy as np
 import pytest
 import tensorflow as tf
 from clusters import is_resource
-from processes import run_python_script
 
 from tf_contrib_easgd import (
     GLOBAL_STEP,
@@ -291,49 +288,6 @@ def test_tf_variable_weights_are_refused_and_get_variable_is_the_fix(world):
             # d(loss)/dW = the column sums of x, 2 each; one SGD step of 0.5 from 0: -1; the
             # first exchange comes only after communication_period = 10 steps.
             np.testing.assert_allclose(session.run(weights), -np.ones([4, 3]))
-
-
-# Keras layers (tf.keras.layers.Dense, Keras 2 from tf-keras, as TF1 scripts had it) make
-# their variables without the variable scope's custom getter; TF 1.15 did the same, so
-# contrib never averaged them. The optimizer refuses them before it builds anything, naming
-# the variable; docs/MIGRATING.md points to tf.compat.v1.layers. Run in a fresh process:
-# TF_USE_LEGACY_KERAS must be set before TensorFlow is first imported.
-KERAS_LAYER_SCRIPT = """
-import os
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-import tensorflow as tf
-from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
-
-tf.compat.v1.disable_v2_behavior()
-getter = ElasticAverageCustomGetter("/job:worker/task:0")
-with tf.compat.v1.variable_scope("", custom_getter=getter):
-    x = tf.compat.v1.placeholder(tf.float32, [None, 4])
-    loss = tf.reduce_sum(tf.keras.layers.Dense(3)(x))
-    step = tf.compat.v1.train.get_or_create_global_step()
-    optimizer = ElasticAverageOptimizer(
-        tf.compat.v1.train.GradientDescentOptimizer(0.1), num_worker=1, ea_custom_getter=getter
-    )
-    graph = tf.compat.v1.get_default_graph()
-    ops_before = len(graph.get_operations())
-    try:
-        optimizer.minimize(loss, global_step=step)
-    except ValueError as error:
-        print("ValueError:", error)
-print("through the getter:", len(getter.centered_variables()))
-print("ops added by minimize:", len(graph.get_operations()) - ops_before)
-"""
-
-
-@pytest.mark.subprocess
-@pytest.mark.skipif(
-    importlib.util.find_spec("tf_keras") is None, reason="needs tf-keras (.[legacy-keras])"
-)
-def test_keras_layers_variables_are_refused_with_their_name(tmp_path):
-    done = run_python_script(KERAS_LAYER_SCRIPT, tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "ValueError: Variable 'dense/kernel:0' was not created through" in done.stdout
-    assert "through the getter: 0" in done.stdout
-    assert "ops added by minimize: 0" in done.stdout
 
 
 # --- Contrib's private attributes -----------------------------------------------------------

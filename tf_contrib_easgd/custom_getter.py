@@ -1,11 +1,13 @@
 """The custom getter that gives every trainable variable a worker copy and two centres."""
 
-import collections.abc
+import contextlib
 import dataclasses
+import threading
 
 import tensorflow as tf
 
-from tf_contrib_easgd import _validation
+from tf_contrib_easgd import _validation, variable_creator
+from tf_contrib_easgd.centre_map import CentreMap
 
 LOCAL_VARIABLE_NAME = "local_center_variable"
 GLOBAL_VARIABLE_NAME = "global_center_variable"
@@ -68,6 +70,9 @@ class ElasticAverageCustomGetter:
     makes no second centre. Non-trainable variables pass through unchanged, except that
     those in LOCAL_VARIABLES are placed on `worker_device`.
 
+    Keras layers and `tf.Variable` make their variables without calling a custom getter;
+    built inside `with getter.variable_creator_scope():` theirs get the same treatment.
+
     `find(variable)` and `centered_variables()` are the public way to reach the centres.
     For code written against contrib, `_local_map` and `_global_map` give contrib's
     read-only view of them (see `CentreMap`).
@@ -96,6 +101,7 @@ class ElasticAverageCustomGetter:
         _validation.check_device(worker_device, "worker_device")
         self._worker_device = worker_device
         self._by_name = {}  # name of a worker copy (or partition) -> CenteredVariable
+        self._making = threading.local()  # `.depth` > 0 while this thread makes variables.
         self._saveables = {}  # original variable name -> global centre (or its partitions)
         # Contrib's two maps, as live read-only views (the optimizer returns the same ones).
         self._centre_maps = (
@@ -136,8 +142,50 @@ class ElasticAverageCustomGetter:
             TypeError: if an argument is given both by position and by keyword.
         """
         kwargs = _as_keywords(args, kwargs)
+        with self._making_variables():
+            return self._get_or_create(getter, name, kwargs)
+
+    def variable_creator_scope(self):
+        """Returns a context in which variables made without `get_variable` get centres too.
+
+        `tf.compat.v1.get_variable` calls the getter; Keras layers and models (tf-keras's,
+        Keras 3's) and `tf.Variable` / `tf.compat.v1.Variable` do not, so on their own
+        their variables stay single copies where the device function puts them (contrib
+        never averaged them). Inside this context every trainable variable made by other
+        means than the getter goes through the getter's own code as if `get_variable` had
+        made it: a worker copy named as the variable would have been (e.g. `dense/kernel`),
+        returned to its maker, and the two centres `global_center_variable/dense/kernel`
+        and `local_center_variable/dense/kernel`, with the same devices and collections.
+        Non-trainable variables pass through as the getter passes them. The context is
+        TensorFlow's `tf.compat.v1.variable_creator_scope` on the default graph, so it
+        holds in this graph and thread; enter it where the model is built, typically
+        beside the getter's `variable_scope` (docs/DESIGN.md, "Keras layers"):
+
+        ```python
+        with tf.compat.v1.device(device_setter), \\
+             tf.compat.v1.variable_scope("", custom_getter=getter), \\
+             getter.variable_creator_scope():
+            logits = tf.keras.layers.Dense(10)(images)
+        ```
+
+        Raises:
+            ValueError: if eager execution is enabled (the getter builds graphs only).
+        """
+        _validation.check_graph_mode(f"{type(self).__name__}.variable_creator_scope()")
+        return tf.compat.v1.variable_creator_scope(self._create_variable)
+
+    def _create_variable(self, next_creator, **kwargs):
+        """The variable creator of `variable_creator_scope`: see there."""
+        if self._is_making_variables() or not variable_creator.is_new_trainable(kwargs):
+            return variable_creator.pass_through(next_creator, kwargs, self._worker_device)
+        creation = variable_creator.Creation(next_creator, kwargs)
+        with self._making_variables():
+            return self._get_or_create(creation.getter, creation.name, creation.getter_kwargs)
+
+    def _get_or_create(self, getter, name, kwargs):
+        """The getter's work on keyword arguments (see `__call__`)."""
         collections = list(kwargs.get("collections") or [_GLOBAL])
-        if not _is_trainable(kwargs):
+        if not variable_creator.is_trainable(kwargs):
             if _LOCAL in collections:
                 with tf.compat.v1.device(self._worker_device):
                     return getter(name, **kwargs)
@@ -167,6 +215,19 @@ class ElasticAverageCustomGetter:
         self._saveables[name] = global_center
         return worker
 
+    def _is_making_variables(self):
+        """Whether this thread is inside the getter's own making of variables."""
+        return getattr(self._making, "depth", 0) > 0
+
+    @contextlib.contextmanager
+    def _making_variables(self):
+        """Marks this thread as making variables: the creator lets those pass."""
+        self._making.depth = getattr(self._making, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._making.depth -= 1
+
     def centered_variables(self):
         """Returns a `CenteredVariable` per worker copy (or partition), in creation order."""
         return list(self._by_name.values())
@@ -184,8 +245,11 @@ class ElasticAverageCustomGetter:
         if entry is None or entry.worker is not variable:
             raise ValueError(
                 f"Variable {getattr(variable, 'name', variable)!r} was not created through "
-                "this ElasticAverageCustomGetter; create it with tf.compat.v1.get_variable "
-                "inside tf.compat.v1.variable_scope(..., custom_getter=<the getter>)."
+                "this ElasticAverageCustomGetter, so it has no centre. "
+                "tf.compat.v1.get_variable inside tf.compat.v1.variable_scope(..., "
+                "custom_getter=<the getter>) calls the getter; Keras layers and tf.Variable "
+                "do not: build them inside `with getter.variable_creator_scope():` too, in "
+                "the graph and thread where they are made."
             )
         return entry
 
@@ -225,82 +289,6 @@ class ElasticAverageCustomGetter:
             return tf.sqrt(tf.add_n(squares), name=name)
 
 
-class CentreMap(collections.abc.Mapping):
-    """Contrib's `_local_map` / `_global_map`: worker copy -> centre, read-only and live.
-
-    Contrib's getter (and its optimizer, which held the same two objects) kept two plain
-    dicts keyed by the worker copies it returned: `_local_map[v]` was the local centre of
-    `v`, `_global_map[v]` its global centre. A partitioned variable was entered partition by
-    partition: the keys are the partitions, each mapped to the same partition of the
-    centre; the `PartitionedVariable` itself is no key. Getting a variable again with
-    `reuse` added no key. Non-trainable variables were not entered. Code written against
-    contrib (TensorFlow's own EASGD test reads `getter._global_map[v]`) finds the same here.
-
-    Unlike a dict it never hashes a variable: TF 2 variables cannot be hashed where eager
-    execution is on (outside a `tf.Graph().as_default()` block, in a `tf.function`), so
-    lookups go by the variable's name and then identity, and a `variable.ref()` works as a
-    key too. It is a view of the getter: variables created later appear in it. It cannot
-    be changed (`map[v] = ...` is a `TypeError`), and the attributes that return it cannot
-    be assigned to. New code calls `ElasticAverageCustomGetter.find(v)` instead.
-    """
-
-    def __init__(self, entries, field, name):
-        """Creates the view.
-
-        Args:
-            entries: the getter's dict from a worker copy's (or partition's) name to its
-                `CenteredVariable`, read on every access.
-            field: "local_center" or "global_center", the `CenteredVariable` field mapped to.
-            name: the attribute the view stands for, for messages ("_local_map").
-        """
-        self._entries = entries
-        self._field = field
-        self._name = name
-
-    def _entry(self, key):
-        """The `CenteredVariable` of `key` (a worker copy, or its `ref()`), or None."""
-        variable = key.deref() if callable(getattr(key, "deref", None)) else key
-        entry = self._entries.get(getattr(variable, "name", None))
-        return entry if entry is not None and entry.worker is variable else None
-
-    def __getitem__(self, key):
-        entry = self._entry(key)
-        if entry is None:
-            name = getattr(key, "name", None)
-            partitioned = isinstance(name, str) and any(
-                known.startswith(f"{name}/part_") for known in self._entries
-            )
-            hint = "; a partitioned variable's keys are its partitions" if partitioned else ""
-            raise KeyError(
-                f"{getattr(key, 'name', key)!r} is not a worker copy made by this "
-                f"ElasticAverageCustomGetter (in {self._name}){hint}"
-            )
-        return getattr(entry, self._field)
-
-    def __contains__(self, key):
-        return self._entry(key) is not None
-
-    def __iter__(self):
-        return iter([entry.worker for entry in self._entries.values()])
-
-    def __len__(self):
-        return len(self._entries)
-
-    def __eq__(self, other):
-        # Mapping's own __eq__ builds dicts, which would hash the variables.
-        if not isinstance(other, collections.abc.Mapping):
-            return NotImplemented
-        return len(self) == len(other) and all(
-            key in other and other[key] is value for key, value in self.items()
-        )
-
-    __hash__ = None  # Unhashable, as the dicts it stands for.
-
-    def __repr__(self):
-        pairs = ", ".join(f"{key.name!r}: {value.name!r}" for key, value in self.items())
-        return f"<{type(self).__name__} {self._name} {{{pairs}}}>"
-
-
 def partitions(variable):
     """Returns the partitions of a partitioned variable, or `[variable]` for any other item.
 
@@ -338,11 +326,3 @@ def _as_keywords(args, kwargs):
             raise TypeError(f"custom getter got argument {key!r} both by position and by keyword")
         merged[key] = value
     return merged
-
-
-def _is_trainable(kwargs):
-    """Whether `get_variable` would make a trainable variable from these arguments."""
-    trainable = kwargs.get("trainable")
-    if trainable is None:
-        return kwargs.get("synchronization") != tf.VariableSynchronization.ON_READ
-    return bool(trainable)

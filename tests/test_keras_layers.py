@@ -1,0 +1,353 @@
+"""Keras layers and tf.Variable under the getter's variable_creator_scope (issue 29, part 1).
+
+TF1 scripts built models with `tf.keras.layers` inside the getter's `variable_scope`; Keras
+makes its variables without calling a custom getter, so contrib never averaged them. Inside
+`getter.variable_creator_scope()` they get their worker copy and centres by the getter's own
+code. tf-keras (Keras 2, what TF1 scripts had) is imported as `tf_keras` here, beside Keras 3:
+neither needs TF_USE_LEGACY_KERAS when named directly.
+"""
+
+import importlib
+import importlib.util
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from clusters import worker_scope
+from processes import run_python_script
+
+from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
+
+WORKER = "/job:worker/task:1"
+CLUSTER = tf.train.ClusterSpec({"ps": ["ps0:2222", "ps1:2222"], "worker": ["w0:2222", "w1:2222"]})
+LOCAL = tf.compat.v1.GraphKeys.LOCAL_VARIABLES
+GLOBAL = tf.compat.v1.GraphKeys.GLOBAL_VARIABLES
+TRAINABLE = tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES
+
+KERAS_FLAVOURS = [
+    pytest.param(
+        "tf_keras",
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("tf_keras") is None, reason="needs tf-keras"
+        ),
+    ),
+    "keras",
+]
+
+
+def _names(key):
+    return sorted(v.op.name for v in tf.compat.v1.get_collection(key))
+
+
+def _model_scopes(getter, cluster_spec=CLUSTER, worker=WORKER):
+    setter = tf.compat.v1.train.replica_device_setter(worker_device=worker, cluster=cluster_spec)
+    return (
+        tf.compat.v1.device(setter),
+        tf.compat.v1.variable_scope("", custom_getter=getter),
+        getter.variable_creator_scope(),
+    )
+
+
+@pytest.fixture(params=KERAS_FLAVOURS)
+def layers(request):
+    """The `layers` module of tf-keras (Keras 2) or of Keras 3."""
+    return importlib.import_module(request.param).layers
+
+
+def test_keras_variables_get_a_worker_copy_and_two_centres(world, layers):
+    getter = ElasticAverageCustomGetter(WORKER)
+    with tf.Graph().as_default():
+        device, scope, creator = _model_scopes(getter)
+        with device, scope, creator:
+            x = tf.compat.v1.placeholder(tf.float32, [None, 4])
+            layer = layers.Dense(3, name="hidden")
+            layer(x)
+        # The layer holds the worker copies (Keras 3 wraps them in its own variables),
+        # named as the layer named them.
+        kernel, bias = tf.compat.v1.trainable_variables()
+        assert [kernel.name, bias.name] == ["hidden/kernel:0", "hidden/bias:0"]
+        held = layer.kernel if isinstance(layer.kernel, tf.Variable) else layer.kernel.value
+        assert held is kernel
+        assert _names(GLOBAL) == [
+            "global_center_variable/hidden/bias",
+            "global_center_variable/hidden/kernel",
+        ]
+        assert _names(LOCAL) == [
+            "hidden/bias",
+            "hidden/kernel",
+            "local_center_variable/hidden/bias",
+            "local_center_variable/hidden/kernel",
+        ]
+        entries = getter.centered_variables()
+        assert [getter.find(v).worker for v in (kernel, bias)] == [e.worker for e in entries]
+        # Devices as for get_variable: copies and local centres on the worker, the centres
+        # round-robin on the parameter servers.
+        assert {e.worker.device for e in entries} == {WORKER}
+        assert {e.local_center.device for e in entries} == {WORKER}
+        assert sorted(e.global_center.device for e in entries) == [
+            "/job:ps/task:0",
+            "/job:ps/task:1",
+        ]
+
+
+def test_tf_variable_gets_centres_and_non_trainable_variables_pass(world):
+    getter = ElasticAverageCustomGetter(WORKER)
+    with tf.Graph().as_default():
+        device, scope, creator = _model_scopes(getter)
+        with device, scope, creator, tf.compat.v1.variable_scope("net"):
+            weights = tf.compat.v1.Variable(tf.zeros([2, 2]), name="weights")
+            counter = tf.compat.v1.Variable(0, trainable=False, name="counter")
+            local = tf.compat.v1.Variable(
+                0.0, trainable=False, collections=[LOCAL], name="local_count"
+            )
+        assert getter.find(weights).global_center.op.name == "global_center_variable/net/weights"
+        assert [e.worker for e in getter.centered_variables()] == [weights]
+        # The centre took ps 0; the counter is the next variable the setter places.
+        assert counter.device == "/job:ps/task:1" and counter.op.name == "net/counter"
+        assert local.device == WORKER  # As the getter places local variables.
+
+
+def test_get_variable_still_goes_through_the_getter_alone(world):
+    # Inside the creator scope, get_variable's variables are made once, by the getter.
+    getter = ElasticAverageCustomGetter(WORKER)
+    with tf.Graph().as_default():
+        device, scope, creator = _model_scopes(getter)
+        with device, scope, creator:
+            w = tf.compat.v1.get_variable("w", [2])
+        assert [e.worker for e in getter.centered_variables()] == [w]
+        assert len(tf.compat.v1.global_variables()) == 1
+        assert len(tf.compat.v1.local_variables()) == 2
+
+
+def test_the_optimizer_refuses_keras_variables_made_outside_the_scope_and_says_why(world):
+    layers = importlib.import_module("keras").layers
+    getter = ElasticAverageCustomGetter(WORKER)
+    with tf.Graph().as_default():
+        device, scope, _ = _model_scopes(getter)
+        with device, scope:
+            logits = layers.Dense(2, name="outside")(tf.compat.v1.placeholder(tf.float32, [1, 3]))
+            optimizer = ElasticAverageOptimizer(
+                tf.compat.v1.train.GradientDescentOptimizer(0.1), 1, getter, rho=0.0
+            )
+            with pytest.raises(ValueError, match=r"'outside/kernel:0' was not created") as caught:
+                optimizer.minimize(tf.reduce_sum(logits))
+    assert "Keras layers and tf.Variable do not" in str(caught.value)
+    assert "getter.variable_creator_scope()" in str(caught.value)
+
+
+def test_the_creator_scope_is_graph_mode_only():
+    getter = ElasticAverageCustomGetter("")
+    with pytest.raises(ValueError, match=r"variable_creator_scope\(\) works in graph mode"):
+        getter.variable_creator_scope()
+
+
+# --- The same trajectory as get_variable ----------------------------------------------------
+# A Dense model and the same model written with get_variable, from the same initial values,
+# trained by EASGD on two in-process workers in the same interleaved order: every worker
+# copy, local centre and centre agree after every step.
+
+KERNELS = (
+    np.linspace(-0.5, 0.5, 12, dtype=np.float32).reshape(4, 3),
+    np.linspace(0.4, -0.4, 6, dtype=np.float32).reshape(3, 2),
+)
+BIASES = (np.array([0.1, -0.1, 0.05], np.float32), np.array([0.0, 0.2], np.float32))
+STEPS = 6
+
+
+def _keras_logits(layers, images):
+    net = images
+    for i, (kernel, bias) in enumerate(zip(KERNELS, BIASES, strict=True)):
+        layer = layers.Dense(
+            kernel.shape[1],
+            activation="relu" if i == 0 else None,
+            name=f"layer_{i}",
+            kernel_initializer=tf.constant_initializer(kernel),
+            bias_initializer=tf.constant_initializer(bias),
+        )
+        net = layer(net)
+    return net
+
+
+def _get_variable_logits(images):
+    net = images
+    for i, (kernel, bias) in enumerate(zip(KERNELS, BIASES, strict=True)):
+        w = tf.compat.v1.get_variable(f"layer_{i}/kernel", initializer=kernel)
+        b = tf.compat.v1.get_variable(f"layer_{i}/bias", initializer=bias)
+        net = tf.matmul(net, w) + b
+        net = tf.nn.relu(net) if i == 0 else net
+    return net
+
+
+class _Worker:
+    """One worker's graph of the model, built with Keras layers or with get_variable."""
+
+    def __init__(self, cluster, index, container, build):
+        self.getter = ElasticAverageCustomGetter(f"/job:worker/task:{index}")
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            with (
+                worker_scope(cluster.spec, index, self.getter, container),
+                self.getter.variable_creator_scope(),
+            ):
+                self.images = tf.compat.v1.placeholder(tf.float32, [None, 4])
+                self.labels = tf.compat.v1.placeholder(tf.float32, [None, 2])
+                loss = tf.reduce_mean(tf.square(build(self.images) - self.labels))
+                step = tf.compat.v1.train.get_or_create_global_step()
+                opt = ElasticAverageOptimizer(
+                    tf.compat.v1.train.MomentumOptimizer(0.1, 0.9),
+                    2,
+                    self.getter,
+                    communication_period=2,
+                    moving_rate=0.25,
+                    rho=0.05,
+                )
+                self.train_op = opt.minimize(loss, global_step=step)
+                init = opt.get_init_op(index)
+            entries = sorted(self.getter.centered_variables(), key=lambda e: e.worker.name)
+            self.values = {
+                e.worker.op.name: [
+                    e.worker.value(),
+                    e.local_center.value(),
+                    e.global_center.value(),
+                ]
+                for e in entries
+            }
+            self.values["global_step"] = step.value()
+            globals_init = tf.compat.v1.global_variables_initializer()
+            locals_init = tf.compat.v1.local_variables_initializer()
+        self.session = cluster.session(index, self.graph)
+        if index == 0:
+            self.session.run(globals_init)
+        self.session.run([locals_init])
+        self.session.run(init)
+
+    def step(self, images, labels):
+        self.session.run(self.train_op, {self.images: images, self.labels: labels})
+        return self.session.run(self.values)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("flavour", KERAS_FLAVOURS)
+def test_keras_and_get_variable_models_follow_the_same_trajectory(world, cluster, flavour):
+    layers = importlib.import_module(flavour).layers
+    rng = np.random.default_rng(7)
+    batches = [
+        (rng.normal(size=(8, 4)).astype(np.float32), rng.normal(size=(8, 2)).astype(np.float32))
+        for _ in range(2 * STEPS)
+    ]
+    trajectories = {}
+    for name, build in (
+        ("keras", lambda images: _keras_logits(layers, images)),
+        ("get_variable", _get_variable_logits),
+    ):
+        container = f"layers{name.replace('_', '')}{np.random.randint(1 << 30)}"
+        workers = [_Worker(cluster, index, container, build) for index in (0, 1)]
+        trajectories[name] = [
+            workers[i % 2].step(*batches[i])
+            for i in range(2 * STEPS)  # Steps 0 1 0 1 ...
+        ]
+        for worker in workers:
+            worker.session.close()
+    assert trajectories["keras"][0].keys() == trajectories["get_variable"][0].keys()
+    assert trajectories["keras"][-1]["global_step"] == STEPS  # 2 x 6 local steps, tau 2.
+    for keras_values, twin_values in zip(*trajectories.values(), strict=True):
+        for name, values in keras_values.items():
+            np.testing.assert_allclose(values, twin_values[name], rtol=1e-6, atol=1e-7)
+    # The centre moved: the exchanges took place.
+    first, last = trajectories["keras"][0], trajectories["keras"][-1]
+    assert not np.allclose(first["layer_0/kernel"][2], last["layer_0/kernel"][2])
+
+
+# --- Checkpoints ----------------------------------------------------------------------------
+
+
+def test_swapping_saver_gives_a_plain_keras_model_the_centre(world, layers, tmp_path):
+    # One worker, no parameter server (the centres unplaced): lr 1 on the layer's output for
+    # x = [1, 1], k1 + k2 + b (gradient 1 for each), tau 2, alpha 0.5. All start at 0.1;
+    # two local steps take the copy to -1.9, then d = 0.5 * (-1.9 - 0.1) = -1.0: copy
+    # -0.9, centre -0.9. A third step moves only the copy, to -1.9: the checkpoint must
+    # hold the centre, -0.9.
+    getter = ElasticAverageCustomGetter("")
+    initial = tf.constant_initializer(0.1)
+    with tf.Graph().as_default():
+        with tf.compat.v1.variable_scope("", custom_getter=getter), getter.variable_creator_scope():
+            layer = layers.Dense(
+                1, name="dense", kernel_initializer=initial, bias_initializer=initial
+            )
+            loss = tf.reduce_sum(layer(tf.ones([1, 2])))
+            step = tf.compat.v1.train.get_or_create_global_step()
+            opt = ElasticAverageOptimizer(
+                tf.compat.v1.train.GradientDescentOptimizer(1.0), 1, getter,
+                communication_period=2, moving_rate=0.5, rho=0.0,
+            )  # fmt: skip
+            train_op = opt.minimize(loss, global_step=step)
+        saver = opt.swapping_saver()
+        copies = tf.compat.v1.trainable_variables()
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(tf.compat.v1.local_variables_initializer())
+            for _ in range(3):
+                session.run(train_op)
+            kernel, bias = session.run(copies)
+            np.testing.assert_allclose(np.concatenate([kernel[:, 0], bias]), [-1.9] * 3, 1e-6)
+            path = saver.save(session, str(tmp_path / "centre"))
+    with tf.Graph().as_default():  # A plain model: Keras layers, no getter, default Saver.
+        plain = layers.Dense(1, name="dense")
+        plain(tf.ones([1, 2]))
+        with tf.compat.v1.Session() as session:
+            tf.compat.v1.train.Saver().restore(session, path)
+            kernel, bias = session.run(tf.compat.v1.global_variables()[:2])
+    np.testing.assert_allclose(kernel, [[-0.9], [-0.9]], rtol=1e-6)
+    np.testing.assert_allclose(bias, [-0.9], rtol=1e-6)
+
+
+# --- tf.keras as a TF1 script has it --------------------------------------------------------
+# `tf.keras` is tf-keras only with TF_USE_LEGACY_KERAS=1 set before TensorFlow is first
+# imported (easgd-migrate sets it in scripts that need it): a fresh interpreter each.
+TF_KERAS_SCRIPT = """
+import os
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import contextlib
+import tensorflow as tf
+from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
+
+tf.compat.v1.disable_v2_behavior()
+getter = ElasticAverageCustomGetter("/job:worker/task:0")
+creator = getter.variable_creator_scope() if {with_creator} else contextlib.nullcontext()
+with tf.compat.v1.variable_scope("", custom_getter=getter), creator:
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4])
+    loss = tf.reduce_sum(tf.keras.layers.Dense(3)(x))
+    step = tf.compat.v1.train.get_or_create_global_step()
+    optimizer = ElasticAverageOptimizer(
+        tf.compat.v1.train.GradientDescentOptimizer(0.1), num_worker=1, ea_custom_getter=getter
+    )
+    graph = tf.compat.v1.get_default_graph()
+    ops_before = len(graph.get_operations())
+    try:
+        optimizer.minimize(loss, global_step=step)
+    except ValueError as error:
+        print("ValueError:", error)
+print("keras:", type(tf.keras.layers.Dense(1)).__module__.split(".")[0])
+print("through the getter:", sorted(e.worker.op.name for e in getter.centered_variables()))
+print("minimize added ops:", len(graph.get_operations()) > ops_before)
+"""
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None, reason="needs tf-keras")
+@pytest.mark.parametrize("with_creator", [True, False], ids=["in the scope", "without"])
+def test_a_tf1_script_with_tf_keras_layers(tmp_path, with_creator):
+    done = run_python_script(TF_KERAS_SCRIPT.format(with_creator=with_creator), tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "keras: tf_keras" in done.stdout
+    if with_creator:
+        assert "through the getter: ['dense/bias', 'dense/kernel']" in done.stdout
+        assert "minimize added ops: True" in done.stdout
+        assert "ValueError" not in done.stdout
+    else:
+        # Keras made its variables without the getter (TF 1.15 too: contrib skipped them
+        # silently); the optimizer refuses them before it builds anything, and says why.
+        assert "ValueError: Variable 'dense/kernel:0' was not created through" in done.stdout
+        assert "build them inside `with getter.variable_creator_scope():`" in done.stdout
+        assert "through the getter: []" in done.stdout
+        assert "minimize added ops: False" in done.stdout
