@@ -19,7 +19,12 @@ setuptools.setup(
     license="Apache-2.0",
     # The unit tests pass on 3.10.13, 3.11.7, 3.12.1 and 3.13.0 (README.md, Install).
     python_requires=">=3.10",
-    packages=["tf_contrib_easgd", "tf_contrib_easgd.migrate", "tf_contrib_easgd.trainer"],
+    packages=[
+        "tf_contrib_easgd",
+        "tf_contrib_easgd.keras",
+        "tf_contrib_easgd.migrate",
+        "tf_contrib_easgd.trainer",
+    ],
     install_requires=[
         "tensorflow>=2.15,<2.22",  # Tested: 2.15.1 (make test-tf215) and 2.21.0 (make test).
         "absl-py>=1.0",

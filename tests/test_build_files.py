@@ -108,23 +108,27 @@ def test_every_python_file_is_listed_by_a_target(folder, path):
     )
 
 
-#: The package's targets: the library, its two programs, and the whole package.
-LAYERS = {"library": "", "trainer": "trainer/", "migrate": "migrate/"}
+#: The package's targets and their folders: the library (with its Keras subpackage), its two
+#: programs, and the whole package.
+LAYERS = {"library": ("", "keras/"), "trainer": ("trainer/",), "migrate": ("migrate/",)}
 
 
 def test_package_has_a_target_per_layer_listing_every_module():
-    # The library's modules sit in the package folder, each program's in its subfolder;
-    # the programs depend on the library, and `tf_contrib_easgd` on all three.
+    # The library's modules sit in the package folder and its keras/ subpackage, each
+    # program's in its subfolder; the programs depend on the library, and
+    # `tf_contrib_easgd` on all three.
     build_file = _build_file(ROOT / PACKAGE)
     assert build_file, f"{PACKAGE}/BUILD is missing."
     targets = {attrs["name"]: attrs for rule, attrs in _targets(build_file)}
     assert {rule for rule, _ in _targets(build_file)} == {"py_library"}
     assert sorted(targets) == sorted([PACKAGE, *LAYERS])
     assert sorted(targets[PACKAGE]["deps"]) == sorted(f":{layer}" for layer in LAYERS)
-    for layer, folder in LAYERS.items():
+    for layer, folders in LAYERS.items():
         attrs = targets[layer]
         assert attrs.get("visibility") == ["//visibility:public"]
-        modules = sorted(folder + p.name for p in (ROOT / PACKAGE / folder).glob("*.py"))
+        modules = sorted(
+            folder + p.name for folder in folders for p in (ROOT / PACKAGE / folder).glob("*.py")
+        )
         srcs = _srcs(attrs)
         assert sorted(srcs) == modules, (
             f"{layer}: not listed: {sorted(set(modules) - set(srcs))}; "

@@ -34,7 +34,11 @@ def _modules(folder):
     return sorted((PACKAGE / folder).glob("*.py"))
 
 
-@pytest.mark.parametrize("path", _modules(""), ids=lambda p: p.name)
+#: The library's modules: the package folder and its Keras subpackage.
+LIBRARY = _modules("") + _modules("keras")
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_the_library_imports_neither_program(path):
     for module, _ in _imports(path):
         assert not module.startswith(
@@ -84,6 +88,7 @@ def _loads_tensorflow(code):
     "code",
     [
         "import tf_contrib_easgd",
+        "import tf_contrib_easgd.keras",
         "import tf_contrib_easgd.migrate.cli",
         "import tf_contrib_easgd.trainer.cli",
         "from tf_contrib_easgd.trainer import cluster, config, data, files, launcher, local",

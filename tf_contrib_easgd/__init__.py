@@ -3,9 +3,11 @@
 A drop-in replacement for `tf.contrib.opt.ElasticAverageOptimizer` and
 `tf.contrib.opt.ElasticAverageCustomGetter`, built on `tf.compat.v1`, with the pieces a
 between-graph job needs to find its cluster (flags, TF_CONFIG, a Slurm job step), start,
-end and recover. The names below load their module, and TensorFlow with it, when first
-used: `import tf_contrib_easgd` alone, and the command-line tools' `--help`, import no
-TensorFlow. docs/DESIGN.md shows how the parts fit.
+end and recover; and `ElasticAverageCallback` (also `tf_contrib_easgd.keras`), the same
+averaging for Keras `model.fit` in TF 2. The names below load their module, and
+TensorFlow with it, when first used: `import tf_contrib_easgd` alone, and the
+command-line tools' `--help`, import no TensorFlow. docs/DESIGN.md shows how the parts
+fit.
 """
 
 import importlib
@@ -18,6 +20,7 @@ _PUBLIC = {
     "GLOBAL_VARIABLE_NAME": "custom_getter",
     "LOCAL_VARIABLE_NAME": "custom_getter",
     "ElasticAverageCustomGetter": "custom_getter",
+    "ElasticAverageCallback": "keras.callback",
     "ElasticAverageOptimizer": "optimizer",
     "ElasticAverageOptimizerHook": "hook",
     "ElasticPenaltyWarning": "penalty",
@@ -47,6 +50,7 @@ __all__ = [
     "CentreWaitingSessionCreator",
     "ClusterConfigError",
     "ClusterTask",
+    "ElasticAverageCallback",
     "ElasticAverageCustomGetter",
     "ElasticAverageOptimizer",
     "ElasticAverageOptimizerHook",
