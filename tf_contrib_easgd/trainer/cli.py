@@ -14,6 +14,7 @@ naming the flag and the value.
 
     easgd-train                                   # 1 ps + 2 workers on this machine
     easgd-train --workers=4 --optimizer=adam --model=cnn
+    easgd-train --api=keras                       # the same, with Keras model.fit
     easgd-train --job_name=worker --task_index=1 \\
         --ps_hosts=ps0:2222 --worker_hosts=w0:2222,w1:2222 --model_dir=/shared/run1
     srun -n 3 easgd-train --ps=1 --model_dir=/shared/run1   # 1 ps + 2 workers on Slurm
@@ -42,6 +43,7 @@ from tf_contrib_easgd.trainer import (
     progress,
 )
 from tf_contrib_easgd.trainer.config import (
+    APIS,
     AUTOMATIC_EXCHANGE,
     DEFAULT_LEARNING_RATES,
     EXIT_FAILED,
@@ -51,6 +53,7 @@ from tf_contrib_easgd.trainer.config import (
     OPTIMIZERS,
     OVERLAP_MAX_MOVING_RATE,
     TASK,
+    TF1,
     WIRE_DTYPES,
     UsageError,
     describe_exchange,
@@ -190,6 +193,15 @@ flags.DEFINE_bool(
     "them to the kernel (tf_contrib_easgd.reuse_freed_memory: a third less CPU per "
     "exchange, measured in BENCHMARKS.md); --noreuse_freed_memory leaves the C allocator "
     "as it is.",
+)
+flags.DEFINE_enum(
+    "api",
+    TF1,
+    list(APIS),
+    "tf1: each worker builds a TF1 graph with ElasticAverageOptimizer and trains in a "
+    "MonitoredTrainingSession. keras: each worker trains the same model with Keras "
+    "model.fit, eagerly, with ElasticAverageCallback (no --rho, --synchronous or --overlap; "
+    "a restarted worker trains its --steps again, from the centre).",
 )
 flags.DEFINE_enum("model", "mlp", list(MODELS), "mlp: one hidden layer of 128; cnn: 2 conv.")
 flags.DEFINE_string(

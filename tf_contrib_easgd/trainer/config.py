@@ -45,6 +45,13 @@ AUTOMATIC_EXCHANGE = {LOCAL: (False, "float32"), TASK: (True, "bfloat16")}
 #: and takes back most of the worker's lead also takes back most of what it learnt since
 #: (one worker at 0.9: test accuracy 0.72 after 200 steps, 0.96 without overlap).
 OVERLAP_MAX_MOVING_RATE = 0.5
+#: The `--api` choices: TF1 graph with `ElasticAverageOptimizer`, or Keras `model.fit` with
+#: `ElasticAverageCallback`.
+TF1 = "tf1"
+KERAS = "keras"
+APIS = (TF1, KERAS)
+#: The flags of `--api=tf1` only, and the value each must keep with `--api=keras`.
+_TF1_ONLY_FLAGS = {"rho": 0.0, "synchronous": False, "overlap": False}
 
 #: easgd-train's exit codes: done, a task failed, bad flags (a `UsageError`), interrupted.
 EXIT_FAILED = 1
@@ -90,6 +97,7 @@ class TrainConfig:
     stall_report_secs: float = 30.0
     wire_dtype: str = "float32"
     reuse_freed_memory: bool = True
+    api: str = TF1
 
     def to_flags(self):
         """Returns the command-line flags that give a task this configuration."""
@@ -255,6 +263,7 @@ def _train_config(f, task, num_workers):
         raise UsageError(f"--timeout_secs={f.timeout_secs!r}: must be a finite number.")
     if not (math.isfinite(f.stall_report_secs) and f.stall_report_secs > 0):
         raise UsageError(f"--stall_report_secs={f.stall_report_secs!r}: must be a number > 0.")
+    _check_api(f)
     _check_dataset(f.dataset, task)
     if f.model_dir and os.path.exists(f.model_dir) and not os.path.isdir(f.model_dir):
         raise UsageError(f"--model_dir={f.model_dir!r} exists and is not a directory.")
@@ -279,6 +288,7 @@ def _train_config(f, task, num_workers):
         stall_report_secs=f.stall_report_secs,
         wire_dtype=wire_dtype if f.wire_dtype is None else f.wire_dtype,
         reuse_freed_memory=f.reuse_freed_memory,
+        api=f.api,
     )
 
 
@@ -308,6 +318,18 @@ def describe_exchange(config, num_workers, flag_values=flags.FLAGS):
             f"{contrib_rate:.4g}, rho = moving_rate / learning_rate, overlap off, float32"
         )
     return text
+
+
+def _check_api(f):
+    """Raises UsageError for a flag of `--api=tf1` given a value with `--api=keras`."""
+    if f.api != KERAS:
+        return
+    for name, neutral in _TF1_ONLY_FLAGS.items():
+        if f[name].value != neutral:
+            raise UsageError(
+                f"--{name}={f[name].value} applies to --api=tf1 only: ElasticAverageCallback "
+                "has no elastic penalty, no start-up barrier and no overlapped exchange."
+            )
 
 
 def _learning_rate(f):

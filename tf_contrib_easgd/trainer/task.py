@@ -1,8 +1,9 @@
 """One task of an easgd-train job: a parameter server, or a worker training with EASGD.
 
 `run` runs the task this process was given: `run_ps` serves the centre until the chief
-says the job is done; a worker runs `worker.run_worker`, the chief after checking that its
-restore will find a good checkpoint (`check_checkpoints`). See docs/DESIGN.md, "The
+says the job is done; a worker runs `worker.run_worker` (`keras_worker.run_worker` with
+`--api=keras`), the chief after checking that its restore will find a good checkpoint
+(`check_checkpoints`). See docs/DESIGN.md, "The
 trainer's task lifecycle".
 """
 
@@ -12,7 +13,7 @@ import tensorflow as tf
 
 from tf_contrib_easgd import serve_until_done
 from tf_contrib_easgd.trainer import checkpoints, worker
-from tf_contrib_easgd.trainer.config import UsageError
+from tf_contrib_easgd.trainer.config import KERAS, UsageError
 
 
 def run(task, config, reporter, started_at=None, rejoin=None):
@@ -41,6 +42,10 @@ def run(task, config, reporter, started_at=None, rejoin=None):
         return None
     if task.is_chief:
         check_checkpoints(config.model_dir, reporter)
+    if config.api == KERAS:
+        from tf_contrib_easgd.trainer import keras_worker  # noqa: PLC0415 (loads Keras)
+
+        return keras_worker.run_worker(task, config, reporter, started_at)
     return worker.run_worker(task, config, reporter, started_at, rejoin)
 
 

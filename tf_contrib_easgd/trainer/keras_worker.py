@@ -1,0 +1,195 @@
+"""An easgd-train worker of `--api=keras`: the built-in model trained by Keras `model.fit`.
+
+The worker trains eagerly with `tf_contrib_easgd.ElasticAverageCallback`, which starts it
+from the centre, exchanges every `--communication_period` batches, survives a lost
+parameter server and, on the chief, waits for the others, saves the centre and stops the
+parameter servers. A callback of this module reports the same events as the TF1 worker
+(`worker`), and the chief writes `summary.json`. docs/TRAINING.md ("Two APIs").
+"""
+
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from tf_contrib_easgd import ElasticAverageCallback
+from tf_contrib_easgd.trainer import data, files, keras_models
+
+#: What `summary.json` says of a job of this API.
+API = "keras"
+
+
+def run_worker(task, config, reporter, started_at):
+    """Trains worker `task.task_index` with `model.fit`; the chief also writes the summary.
+
+    Args:
+        task: the `cluster.TaskConfig` of this worker.
+        config: the `TrainConfig` of the job.
+        reporter: the `progress.Reporter` of this worker.
+        started_at: `time.monotonic()` when the process started.
+
+    Returns:
+        For the chief, the summary dict; otherwise None.
+
+    Raises:
+        TimeoutError: if a parameter server is not reachable, or the chief does not set
+            up the centre, within `config.timeout_secs`.
+        files.SaveError: if the chief cannot write the summary.
+    """
+    dataset = data.load(config.dataset)
+    images, labels = dataset.shard(task.task_index, task.num_workers)
+    tf.keras.utils.set_random_seed(config.seed)
+    model = keras_models.build_model(
+        config.model, dataset.image_shape, dataset.num_classes, config.seed
+    )
+    keras_models.compile_model(model, config.optimizer, config.learning_rate)
+    easgd = ElasticAverageCallback(
+        task,
+        config.communication_period,
+        config.moving_rate,
+        config.model_dir,
+        timeout_secs=config.timeout_secs,
+        save_checkpoint_steps=config.save_checkpoint_steps,
+    )
+    progress = _Progress(task, config, reporter, easgd, dataset, started_at)
+    if not task.is_chief:
+        reporter.event("waiting", what="the chief to initialise the centre")
+    batches = data.batches(
+        images, labels, config.batch_size, seed=(config.seed, task.task_index, 0)
+    )
+    model.fit(
+        batches,
+        steps_per_epoch=config.steps,
+        epochs=1,
+        verbose=0,
+        callbacks=[easgd, progress],
+    )
+    if not task.is_chief:
+        return None
+    summary = _job_summary(task, config, dataset, easgd, progress, started_at)
+    reporter.event("summary", **summary)
+    return summary
+
+
+class _Progress(tf.keras.callbacks.Callback):
+    """Reports "started", "progress", "centre" (the chief's evaluations) and "done"."""
+
+    def __init__(self, task, config, reporter, easgd, dataset, started_at):
+        super().__init__()
+        self._task = task
+        self._config = config
+        self._reporter = reporter
+        self._easgd = easgd
+        self._dataset = dataset
+        self._started_at = started_at
+        self._losses = []
+        self._window = (0, time.monotonic())
+        self._train_started = None
+        self.train_secs = 0.0
+        self._evaluator = None
+
+    def on_train_begin(self, logs=None):
+        # After the EASGD callback's start: the worker holds the centre.
+        easgd = self._easgd
+        self._reporter.event(
+            "started",
+            startup_secs=time.monotonic() - self._started_at,
+            step=0,
+            recoveries=easgd.recoveries,
+            global_step=easgd.global_step,
+            distance=easgd.elastic_distance(),
+            centre=easgd.centre_found,
+        )
+        self._train_started = time.monotonic()
+        self._window = (0, self._train_started)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._losses.append(float((logs or {}).get("loss", np.nan)))
+        step, config = self._easgd.local_steps, self._config
+        last = step == config.steps
+        if last:
+            self.train_secs = time.monotonic() - self._train_started
+        if step % config.log_every_steps == 0 or last:
+            self._report_progress(step)
+        every = config.eval_every_steps
+        if self._task.is_chief and ((every and step % every == 0) or last):
+            result = self._evaluate_centre()
+            self._reporter.event("centre", step=step, **result)
+
+    def on_train_end(self, logs=None):
+        # After the EASGD callback's end of the job (the chief waited for the others).
+        steps = self._easgd.local_steps
+        self._reporter.event(
+            "done",
+            steps=steps,
+            secs=self.train_secs,
+            steps_per_sec=steps / max(self.train_secs, 1e-9),
+        )
+
+    def _report_progress(self, step):
+        start_step, start_time = self._window
+        now = time.monotonic()
+        self._reporter.event(
+            "progress",
+            step=step,
+            steps=self._config.steps,
+            loss=float(np.mean(self._losses)),
+            distance=self._easgd.elastic_distance(),
+            steps_per_sec=(step - start_step) / max(now - start_time, 1e-9),
+            exchanges=self._easgd.global_step,
+        )
+        self._losses, self._window = [], (step, now)
+
+    def _evaluate_centre(self):
+        """The centre's test accuracy and loss, in a second model of the same shape."""
+        if self._evaluator is None:
+            self._evaluator = tf.keras.models.clone_model(self.model)
+        self._evaluator.set_weights(self._easgd.centre_weights())
+        return keras_models.evaluate(self._evaluator, self._dataset.x_test, self._dataset.y_test)
+
+
+def _job_summary(task, config, dataset, easgd, progress, started_at):
+    """Evaluates the saved centre as a plain Keras model and writes `summary.json`."""
+    export = os.path.join(config.model_dir, "centre.keras")
+    evaluation = keras_models.evaluate(
+        tf.keras.models.load_model(export), dataset.x_test, dataset.y_test
+    )
+    finished = easgd.finished
+    local_steps = {str(task.task_index): easgd.local_steps}
+    local_steps.update({str(i): steps for i, steps in finished.local_steps.items()})
+    summary = {
+        "api": API,
+        "test_accuracy": evaluation["accuracy"],
+        "test_loss": evaluation["loss"],
+        "test_examples": len(dataset.x_test),
+        "dataset": os.path.basename(dataset.name),
+        "model": config.model,
+        "optimizer": config.optimizer,
+        "learning_rate": config.learning_rate,
+        "communication_period": config.communication_period,
+        "moving_rate": easgd.moving_rate,
+        "rho": 0.0,
+        "batch_size": config.batch_size,
+        "seed": config.seed,
+        "num_ps": task.num_ps,
+        "num_workers": task.num_workers,
+        "local_steps": dict(sorted(local_steps.items(), key=lambda item: int(item[0]))),
+        "unfinished_workers": finished.missing,
+        "exchanges": easgd.global_step,
+        "chief_train_secs": progress.train_secs,
+        "chief_steps_per_sec": easgd.local_steps / max(progress.train_secs, 1e-9),
+        "chief_recoveries": easgd.recoveries,
+        "chief_secs": time.monotonic() - started_at,
+        "model_dir": config.model_dir,
+        "checkpoint": tf.train.latest_checkpoint(config.model_dir),
+        "export": export,
+    }
+    try:
+        files.write_summary(config.model_dir, summary)
+    except OSError as error:
+        raise files.SaveError(
+            f"could not write {files.summary_path(config.model_dir)}: {error.strerror or error}; "
+            f"the centre is saved in {export}."
+        ) from error
+    return summary
