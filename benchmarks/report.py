@@ -10,7 +10,7 @@ import json
 import pathlib
 import sys
 
-from benchmarks import exchange_report, shaped_report
+from benchmarks import exchange_report, keras_report, shaped_report
 from benchmarks.contrib_report import contrib_part, separate_run
 from benchmarks.plots import plot_accuracy, plot_throughput
 from benchmarks.provenance import revision_text
@@ -38,6 +38,7 @@ def render(results, plots):
     out += exchange_report.exchange_part(results)
     out += _bytes_part(results)
     out += _accuracy_part(results, plots)
+    out += keras_report.render(results)
     out += _overhead_part(results)
     if "shaped" in results:
         out += shaped_report.render(results, plots, exchange_report.pinned_part(results))
@@ -98,7 +99,8 @@ def _targets_part(results):
     # The run itself keeps 3-4 processes busy, so only the load before it tells whether
     # other jobs were running.
     overloaded = results["load_before"][0] > cores
-    rows = targets(results) + shaped_report.targets(results) + exchange_report.targets(results)
+    rows = targets(results) + keras_report.targets(results)
+    rows += shaped_report.targets(results) + exchange_report.targets(results)
     for target, measured, flag in rows:
         status = _met(flag)
         if overloaded and "steps" not in target and target.startswith("EASGD tau"):

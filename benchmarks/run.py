@@ -10,6 +10,8 @@ Sections (see BENCHMARKS.md for what each measures and why):
    real processes, configurations interleaved, repeated in rounds.
 2. bytes: loopback bytes per local step of one worker, in a private network namespace.
 3. accuracy: wall time until the shared model reaches a test accuracy on the digits.
+keras (after 3): Keras `model.fit` with ElasticAverageCallback at tau 10 beside plain
+   `model.fit`, the same model: throughput ratio and time to accuracy (`keras_section.py`).
 4. overhead: per-step time of the wrapped optimizer alone vs inside EASGD, fresh processes.
 5-6. shaped: throughput, bytes on the ps's link and time to accuracy with each task on a
    host of its own whose link is limited to 1 Gbit/s, then 100 Mbit/s (`shaped.py`), and
@@ -42,6 +44,7 @@ from benchmarks import exchange_cost, report, shaped
 from benchmarks import specs as models
 from benchmarks.cluster import BenchCluster
 from benchmarks.contrib_section import CONTRIB_ROUNDS, contrib_section
+from benchmarks.keras_section import keras_section
 from benchmarks.provenance import ROOT, machine, source_revision
 from benchmarks.sections import (
     ACCURACY_TARGET,
@@ -64,6 +67,7 @@ SECTIONS = (
     "throughput",
     "bytes",
     "accuracy",
+    "keras",
     "exchange",
     "overhead",
     "shaped",
@@ -158,6 +162,10 @@ def main(argv):
         _tf1_sections(results, sections, quick, rounds, netns_reason, logs, log)
     if with_tf2 and "throughput" in sections:
         results["throughput_tf2"] = _tf2_throughput(rounds, netns_reason is None, logs, log)
+    if "keras" in sections:
+        results["keras"] = keras_section(
+            FLAGS.workers, quick, rounds, netns_reason is None, logs, log
+        )
     if "contrib" in sections:
         results["contrib"] = contrib_section(
             results,

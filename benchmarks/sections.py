@@ -71,8 +71,11 @@ def wire_bytes(cluster, model, configs, steps, warm_steps, log):
     return results
 
 
-def time_to_accuracy(cluster, configs, repeats, seconds, eval_every, log):
+def time_to_accuracy(cluster, configs, repeats, seconds, eval_every, log, lead_secs=1.0):
     """Learning curves of the shared model on the digits test split.
+
+    The workers start training together `lead_secs` after the command (the Keras section
+    gives its workers time to link to the centre first).
 
     Returns:
         {config: [{"curve": [(secs, accuracy, chief steps)], "steps": [per worker]}]}.
@@ -92,7 +95,7 @@ def time_to_accuracy(cluster, configs, repeats, seconds, eval_every, log):
                 team,
                 "train",
                 CALL_TIMEOUT_SECS,
-                start_at=wall_time_in(1.0),
+                start_at=wall_time_in(lead_secs),
                 seconds=seconds,
                 eval_every=eval_every,
             )

@@ -71,21 +71,30 @@ def ratio_text(value, reference):
     return f"{value / reference:.2f}" if reference else "-"
 
 
-def throughput_table(by_config):
+#: The references of section 1's throughput table: (configuration, its name in the header).
+THROUGHPUT_REFERENCES = (("local", "local-only"), ("async", "async"))
+
+
+def throughput_table(by_config, references=THROUGHPUT_REFERENCES):
+    """Steps/s per worker of each configuration, and its ratios to each of `references`."""
     summary = summarize_throughput(by_config)
-    local = summary.get("local", (None,))[0]
-    asynchronous = summary.get("async", (None,))[0]
+    bases = [summary.get(config, (None,))[0] for config, _ in references]
+    names = [name for _, name in references]
     lines = [
-        "| configuration | steps/s per worker (median) | min | max | x local-only | x async "
-        "| x local-only, per round | x async, per round |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| configuration | steps/s per worker (median) | min | max | "
+        + " | ".join(f"x {name}" for name in names)
+        + " | "
+        + " | ".join(f"x {name}, per round" for name in names)
+        + " |",
+        "|---|---:|---:|---:|" + "---:|" * (2 * len(references)),
     ]
     for config, (median, low, high) in summary.items():
-        in_round = [per_round_ratio(by_config, config, ref) for ref in ("local", "async")]
+        in_round = [per_round_ratio(by_config, config, ref) for ref, _ in references]
         in_round = [f"{r:.2f}" if r is not None else "-" for r in in_round]
+        ratios = [ratio_text(median, base) for base in bases]
         lines.append(
-            f"| {config} | {median:.1f} | {low:.1f} | {high:.1f} | {ratio_text(median, local)} "
-            f"| {ratio_text(median, asynchronous)} | {in_round[0]} | {in_round[1]} |"
+            f"| {config} | {median:.1f} | {low:.1f} | {high:.1f} | {' | '.join(ratios)} "
+            f"| {' | '.join(in_round)} |"
         )
     return "\n".join(lines)
 

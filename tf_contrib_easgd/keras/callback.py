@@ -106,7 +106,8 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
             raise TypeError(f"server must be a tf.distribute.Server or None, got {server!r}.")
         self._server = server
         self._link = None
-        self._weights = []
+        self._keras_weights = []  # The model's averaged weights, as Keras holds them.
+        self._weights = []  # The same, as the tf.Variables that hold them.
         self._steps = 0  # Batches trained by this process.
         self._epoch_batches = 0  # Batches of the current epoch seen so far.
         self._exchanges = 0
@@ -152,7 +153,7 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
         Raises:
             RuntimeError: outside `fit`.
         """
-        centre = dict(zip((id(w) for w in self._weights), self._read_centre(), strict=True))
+        centre = dict(zip((id(w) for w in self._keras_weights), self._read_centre(), strict=True))
         return [centre.get(id(w), np.asarray(w.numpy())) for w in self.model.weights]
 
     def elastic_distance(self):
@@ -178,11 +179,15 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
         """Links to the centre (once) and starts the worker from it."""
         _check_eager()
         if self._link is None:
-            self._weights = _averaged_weights(self.model)
+            self._keras_weights = _averaged_weights(self.model)
+            self._weights = [_tf_variable(weight) for weight in self._keras_weights]
             self._link = self._make_link()
         self._epoch_batches = 0
-        self._lost = True  # Nothing is linked yet: start.
-        self._reliably(lambda: None)
+        if self._link.connected:  # A later fit: its session is open, start from the centre.
+            self._reliably(self._copy_centre)
+        else:
+            self._lost = True  # Nothing linked yet: connect, then copy the centre.
+            self._reliably(lambda: None)
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch_batches = 0
@@ -213,8 +218,8 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
             self._reliably(self._link.save_checkpoint)
             self.model.save(os.path.join(self._model_dir, SAVED_MODEL))
             self.model.save_weights(os.path.join(self._model_dir, SAVED_WEIGHTS))
-        self._link.close()
         if self._task.is_chief and self._stop_ps:
+            self._link.close()
             self._link.stop_parameter_servers()
 
     # The work.
@@ -243,7 +248,7 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
             os.makedirs(self._model_dir, exist_ok=True)
         return CentreLink(
             self._task,
-            _specs(self._weights),
+            _specs(self._keras_weights),
             self._moving_rate,
             self._server,
             config,
@@ -356,6 +361,17 @@ def _averaged_weights(model):
             "average: build it before fit (give it an Input, or call model.build(input_shape))."
         )
     return weights
+
+
+def _tf_variable(weight):
+    """The `tf.Variable` that holds `weight`: itself (tf-keras), or the one a Keras 3
+    variable wraps (its `value` on the TensorFlow backend); else `weight` itself. Reads and
+    updates go to it directly: Keras 3's own `assign_sub` reads, subtracts and assigns the
+    whole variable again."""
+    if isinstance(weight, tf.Variable):
+        return weight
+    value = getattr(weight, "value", None)
+    return value if isinstance(value, tf.Variable) else weight
 
 
 def _specs(weights):

@@ -58,6 +58,7 @@ class CentreLink:
         self._config = session_config
         self._model_dir = model_dir
         self._session = None
+        self._run_exchange = None
         self.graph = tf.Graph()
         with self.graph.as_default():
             self._build(task, specs, moving_rate)
@@ -152,6 +153,7 @@ class CentreLink:
                     max_wait_secs=timeout_secs,
                 )
             self._session = creator.create_session()
+            self._run_exchange = self._session.make_callable(self._exchange, feed_list=self._values)
         return found[-1]
 
     @property
@@ -173,9 +175,7 @@ class CentreLink:
             `(deltas, global_step)`: the d of each weight, to subtract from the worker's
             weights, and the exchanges of all workers so far.
         """
-        deltas, step = self._session.run(
-            self._exchange, dict(zip(self._values, values, strict=True))
-        )
+        deltas, step = self._run_exchange(*values)
         return deltas, int(step)
 
     def global_step(self):
