@@ -20,7 +20,9 @@ _STATIC = (
     "Each worker process runs its own eager `model.fit` (Keras 3); `keras-fit` is plain "
     "`model.fit` on each worker alone, `keras-easgd-10` the same with `ElasticAverageCallback` "
     "(tau 10): every 10 batches the worker's weights go to the ps, which adds d = alpha "
-    "(x - c) to the centre and returns d. Same model, batch and learning rate in both; the "
+    "(x - c) to the centre and returns d; `keras-easgd-10-overlap` lets the exchange travel "
+    "while the worker trains on (`overlap=True`, the move lands one period later). Same "
+    "model, batch and learning rate in all; the "
     "throughput windows are interleaved in rounds as in section 1. Time to accuracy as in "
     "section 3: the shared model is the centre with EASGD (2 workers) and the worker's own "
     "weights for `keras-fit` (1 worker); worker 0 evaluates it every 0.5 s."
@@ -65,6 +67,9 @@ def targets(results):
         f"to {results['accuracy_target']:.0%}: "
         + ("not reached" if easgd_time is None else f"{easgd_time:.1f} s")
     )
+    overlap = per_round_ratio(by_config, "keras-easgd-10-overlap", "keras-fit")
+    if overlap is not None:
+        measured += f"; with overlap=True {overlap:.2f} x (per round)"
     return [
         (
             f"Keras model.fit + EASGD tau=10 >= {THROUGHPUT_TARGET} x plain model.fit",

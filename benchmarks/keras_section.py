@@ -12,7 +12,7 @@ from benchmarks.cluster import BenchCluster
 from benchmarks.sections import throughput, time_to_accuracy
 
 #: The configurations, the first the reference of the ratio.
-CONFIGS = ("keras-fit", "keras-easgd-10")
+CONFIGS = ("keras-fit", "keras-easgd-10", "keras-easgd-10-overlap")
 #: The model of both measurements: the time-to-accuracy MLP of section 3, on the digits.
 MODEL = specs.DIGITS_MLP
 #: (configuration, workers; None: all): the shared model is the centre with EASGD, the

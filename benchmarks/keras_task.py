@@ -5,7 +5,8 @@
 Speaks `task.py`'s protocol (one JSON command a line on stdin, `BENCH <json>` answers), so
 that `sections.throughput` and `sections.time_to_accuracy` drive it as they drive the TF1
 workers. A configuration is `keras-fit` (plain `model.fit`, each worker alone) or
-`keras-easgd-P` (`model.fit` with `ElasticAverageCallback`, tau P). `keras_section.py`
+`keras-easgd-P` (`model.fit` with `ElasticAverageCallback`, tau P; `-overlap` with
+`overlap=True`). `keras_section.py`
 starts these processes.
 """
 
@@ -53,16 +54,19 @@ class KerasWorker:
         )
         easgd = None
         if config.startswith(EASGD_PREFIX):
-            period = int(config[len(EASGD_PREFIX) :])
+            period, _, overlap = config[len(EASGD_PREFIX) :].partition("-")
             easgd = ElasticAverageCallback(
                 self.task,
-                period,
+                int(period),
                 server=self.server,
                 timeout_secs=TIMEOUT_SECS,
                 stop_parameter_servers=False,
+                overlap=overlap == "overlap",
             )
         elif config != PLAIN:
-            raise ValueError(f"config must be {PLAIN} or {EASGD_PREFIX}P, got {config!r}.")
+            raise ValueError(
+                f"config must be {PLAIN} or {EASGD_PREFIX}P[-overlap], got {config!r}."
+            )
         self.built = (keras_model, easgd, _inputs(spec, self.index))
         return {"build_secs": time.monotonic() - started}
 

@@ -47,6 +47,7 @@ WORKER = cluster_from_hosts("worker", 0, PS, f"{W0},{W1}")
         ({"save_checkpoint_steps": 0}, ValueError, "save_checkpoint_steps must be >= 1, got 0"),
         ({"stop_parameter_servers": "yes"}, TypeError, "stop_parameter_servers must be a bool"),
         ({"server": "grpc://localhost:1"}, TypeError, "server must be a tf.distribute.Server"),
+        ({"overlap": 1}, TypeError, "overlap must be a bool, got 1"),
     ],
 )  # fmt: skip
 def test_bad_arguments_are_refused_at_construction(arguments, error, message):
@@ -172,6 +173,55 @@ def test_one_exchange_moves_worker_and_centre_by_the_same_d(tmp_path):
         "global_center_variable/linear/dense/bias",
         "global_center_variable/linear/dense/kernel",
     ]
+
+
+class _WorkerRecorder(keras.callbacks.Callback):
+    """Records the worker's weights after each batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        kernel, bias = self.model.get_weights()
+        self.rows.append((*kernel[:, 0], *bias))
+
+
+@pytest.mark.cluster
+def test_an_overlapped_exchange_lands_one_period_later():
+    # As above (one worker, lr 0.1, tau 2, alpha 0.5, p = k1 + k2 + b, gradients 2p), with
+    # overlap: an exchange step sends the weights and lands the previous exchange's d.
+    # step 1: k = 0.3, b = -0.2
+    # step 2: k = 0.22, b = -0.28; sent: d = 0.5 (0.22 - 0.5) = 0.5 (-0.28 - 0) = -0.14,
+    #         centre k = 0.36, b = -0.14; the worker keeps its weights
+    # step 3: p = 0.16,  k = 0.188,  b = -0.312
+    # step 4: p = 0.064, k = 0.1752, b = -0.3248; lands d: k = 0.3152, b = -0.1848; sent:
+    #         d_k = 0.5 (0.3152 - 0.36) = -0.0224, d_b = 0.5 (-0.1848 + 0.14) = -0.0224,
+    #         centre k = 0.3376, b = -0.1624
+    # step 5: p = 0.4456, k = 0.22608, b = -0.27392; the end of fit lands the last d and
+    #         gives the model the centre: k = 0.3376, b = -0.1624, global_step 2.
+    cluster, (task,) = _cluster(num_ps=1, num_workers=1)
+    model = _linear_model(0.5, 0.0, learning_rate=0.1)
+    easgd = ElasticAverageCallback(
+        task, 2, 0.5, server=cluster.servers["worker", 0], timeout_secs=30, overlap=True
+    )
+    recorder = _WorkerRecorder()
+    x, y = np.ones((5, 2), np.float32), np.zeros((5, 1), np.float32)
+    model.fit(x, y, batch_size=1, shuffle=False, verbose=0, callbacks=[easgd, recorder])
+    np.testing.assert_allclose(
+        recorder.rows,
+        [
+            (0.3, 0.3, -0.2),
+            (0.22, 0.22, -0.28),
+            (0.188, 0.188, -0.312),
+            (0.3152, 0.3152, -0.1848),
+            (0.22608, 0.22608, -0.27392),
+        ],
+        rtol=1e-5,
+    )
+    kernel, bias = model.get_weights()
+    np.testing.assert_allclose([*kernel[:, 0], *bias], [0.3376, 0.3376, -0.1624], rtol=1e-5)
+    assert (easgd.exchanges, easgd.global_step) == (2, 2)
 
 
 @pytest.mark.cluster

@@ -136,8 +136,9 @@ def test_each_optimizer_has_a_default_learning_rate(parse, optimizer, rate):
 
 
 def test_api_keras_is_passed_to_every_task(parse):
-    config = parse("--api=keras", "--optimizer=adam").config
+    config = parse("--api=keras", "--optimizer=adam", "--overlap").config
     assert config.api == "keras" and config.learning_rate == DEFAULT_LEARNING_RATES["adam"]
+    assert config.overlap  # ElasticAverageCallback(overlap=True).
     assert "--api=keras" in config.to_flags()
     assert parse().config.api == "tf1"
 
@@ -261,10 +262,8 @@ def test_malformed_flags_are_rejected_by_the_parser(parse, args, message):
         (["--dataset=/no/such.npz"], {},
          "--dataset='/no/such.npz': Dataset '/no/such.npz' does not exist"),
         (["--api=keras", "--rho=0.1"], {}, "--rho=0.1 applies to --api=tf1 only"),
-        (["--api=keras", "--synchronous"], {}, "--synchronous=True applies to --api=tf1 only"),
-        (["--api=keras", "--overlap"], {}, "--overlap=True applies to --api=tf1 only: "
-         "ElasticAverageCallback has no elastic penalty, no start-up barrier and no "
-         "overlapped exchange"),
+        (["--api=keras", "--synchronous"], {}, "--synchronous=True applies to --api=tf1 only: "
+         "ElasticAverageCallback has no elastic penalty and no start-up barrier"),
     ],
 )  # fmt: skip
 def test_invalid_values_name_the_flag_and_the_value(parse, args, environ, message):

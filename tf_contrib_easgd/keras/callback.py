@@ -6,16 +6,17 @@ parameter servers move towards each other. The centre is reached through a `Cent
 (a TF1 graph and session of the worker's own). docs/KERAS.md says how to use it.
 """
 
+import concurrent.futures
 import logging
 import os
-import re
 
 import numpy as np
 import tensorflow as tf
 
 from tf_contrib_easgd import _validation
 from tf_contrib_easgd.cluster_resolver import ClusterTask
-from tf_contrib_easgd.keras.centre_link import CentreLink, CentreSpec
+from tf_contrib_easgd.keras import model_weights
+from tf_contrib_easgd.keras.centre_link import CentreLink
 from tf_contrib_easgd.recovery import train_with_recovery, wait_until_reachable
 
 #: What the chief writes into model_dir at the end of training: the centre as a model.
@@ -23,7 +24,6 @@ SAVED_MODEL = "centre.keras"
 SAVED_WEIGHTS = "centre.weights.h5"
 
 _logger = logging.getLogger("tf_contrib_easgd")
-_INVALID_NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_.\-/]")
 
 
 class ElasticAverageCallback(tf.keras.callbacks.Callback):
@@ -63,6 +63,7 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
         save_checkpoint_steps=None,
         stop_parameter_servers=True,
         server=None,
+        overlap=False,
     ):
         """Checks the arguments; the cluster is reached when `fit` begins.
 
@@ -82,6 +83,10 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
                 `serve_until_done` at the end of `fit`.
             server: this worker's started `tf.distribute.Server`; None starts one on the
                 worker's address when `fit` begins.
+            overlap: whether each exchange travels while the worker trains the next
+                `communication_period` batches: its d, computed from the weights as they
+                were sent, is subtracted at the next exchange (and at the end of `fit`),
+                as `ElasticAverageOptimizer(overlap=True)` does.
 
         Raises:
             TypeError: if an argument has the wrong type (e.g. `cluster` is None).
@@ -105,6 +110,9 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
         if server is not None and not hasattr(server, "target"):
             raise TypeError(f"server must be a tf.distribute.Server or None, got {server!r}.")
         self._server = server
+        self._overlap = _validation.check_bool(overlap, "overlap")
+        self._sender = None  # With overlap: the thread that sends the exchanges.
+        self._in_flight = None  # With overlap: the exchange sent and not landed yet.
         self._link = None
         self._keras_weights = []  # The model's averaged weights, as Keras holds them.
         self._weights = []  # The same, as the tf.Variables that hold them.
@@ -128,6 +136,11 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
     def moving_rate(self):
         """The elastic rate alpha."""
         return self._moving_rate
+
+    @property
+    def overlap(self):
+        """Whether exchanges overlap the batches that follow them."""
+        return self._overlap
 
     @property
     def local_steps(self):
@@ -179,8 +192,8 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
         """Links to the centre (once) and starts the worker from it."""
         _check_eager()
         if self._link is None:
-            self._keras_weights = _averaged_weights(self.model)
-            self._weights = [_tf_variable(weight) for weight in self._keras_weights]
+            self._keras_weights = model_weights.averaged_weights(self.model)
+            self._weights = [model_weights.tf_variable(w) for w in self._keras_weights]
             self._link = self._make_link()
         self._epoch_batches = 0
         if self._link.connected:  # A later fit: its session is open, start from the centre.
@@ -211,6 +224,7 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         """Ends the job's `fit` in order: see the class docstring."""
+        self._reliably(self._land)  # With overlap, the last exchange's move.
         self.finished = self._reliably(lambda: self._link.finish(self._steps, self._timeout_secs))
         self._reliably(self._copy_centre)
         self._global_step = self._reliably(self._link.global_step)
@@ -248,7 +262,7 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
             os.makedirs(self._model_dir, exist_ok=True)
         return CentreLink(
             self._task,
-            _specs(self._keras_weights),
+            model_weights.centre_specs(self._keras_weights),
             self._moving_rate,
             self._server,
             config,
@@ -287,14 +301,37 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
         )
 
     def _exchange(self):
-        """One exchange: x and the centre move towards each other by the same d."""
-        deltas, self._global_step = self._link.exchange(self._values())
+        """One exchange: x and the centre move towards each other by the same d. With
+        overlap, the last exchange's d lands first and this one is sent off."""
+        if not self._overlap:
+            self._apply(*self._link.exchange(self._values()))
+            return
+        self._land()
+        if self._sender is None:
+            self._sender = concurrent.futures.ThreadPoolExecutor(1, "easgd_exchange")
+        # A copy: training goes on while the exchange reads it.
+        values = [np.array(value) for value in self._values()]
+        self._in_flight = self._sender.submit(self._link.exchange, values)
+
+    def _land(self):
+        """With overlap, waits for the exchange in flight, if any, and applies its d."""
+        if self._in_flight is not None:
+            in_flight, self._in_flight = self._in_flight, None
+            self._apply(*in_flight.result())
+
+    def _apply(self, deltas, global_step):
         for weight, delta in zip(self._weights, deltas, strict=True):
             weight.assign_sub(delta)
+        self._global_step = global_step
         self._exchanges += 1
 
     def _on_recovery(self, error, recoveries):
         del error, recoveries  # `train_with_recovery` logs them.
+        if self._in_flight is not None:
+            # Lost with the session, or the centre has its move already: the worker
+            # starts again from the centre either way. Not left running on the old session.
+            concurrent.futures.wait([self._in_flight], self._timeout_secs)
+            self._in_flight = None
         self._lost = True
         self.recoveries += 1
 
@@ -346,44 +383,3 @@ def _check_eager():
             "disable_eager_execution() or disable_v2_behavior(), or a tf.Graph().as_default() "
             "block). In a TF1 graph, train with ElasticAverageOptimizer instead."
         )
-
-
-def _averaged_weights(model):
-    """The weights that get a centre: every floating-point one of `model.weights`, once."""
-    weights, seen = [], set()
-    for weight in model.weights:
-        if id(weight) not in seen and tf.as_dtype(weight.dtype).is_floating:
-            seen.add(id(weight))
-            weights.append(weight)
-    if not weights:
-        raise ValueError(
-            f"model {getattr(model, 'name', model)!r} has no floating-point weights to "
-            "average: build it before fit (give it an Input, or call model.build(input_shape))."
-        )
-    return weights
-
-
-def _tf_variable(weight):
-    """The `tf.Variable` that holds `weight`: itself (tf-keras), or the one a Keras 3
-    variable wraps (its `value` on the TensorFlow backend); else `weight` itself. Reads and
-    updates go to it directly: Keras 3's own `assign_sub` reads, subtracts and assigns the
-    whole variable again."""
-    if isinstance(weight, tf.Variable):
-        return weight
-    value = getattr(weight, "value", None)
-    return value if isinstance(value, tf.Variable) else weight
-
-
-def _specs(weights):
-    """A `CentreSpec` per weight, named after it (unique, as op names allow)."""
-    specs, taken = [], set()
-    for weight in weights:
-        name = getattr(weight, "path", None) or weight.name.split(":")[0]
-        name = _INVALID_NAME_CHARACTERS.sub("_", name)
-        name = name if re.match(r"[A-Za-z0-9.]", name) else f"w{name}"
-        unique, count = name, 1
-        while unique in taken:
-            unique, count = f"{name}_{count}", count + 1
-        taken.add(unique)
-        specs.append(CentreSpec(unique, tuple(weight.shape), tf.as_dtype(weight.dtype)))
-    return specs

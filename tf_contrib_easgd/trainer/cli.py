@@ -200,8 +200,8 @@ flags.DEFINE_enum(
     list(APIS),
     "tf1: each worker builds a TF1 graph with ElasticAverageOptimizer and trains in a "
     "MonitoredTrainingSession. keras: each worker trains the same model with Keras "
-    "model.fit, eagerly, with ElasticAverageCallback (no --rho, --synchronous or --overlap; "
-    "a restarted worker trains its --steps again, from the centre).",
+    "model.fit, eagerly, with ElasticAverageCallback (no --rho or --synchronous; a "
+    "restarted worker trains its --steps again, from the centre).",
 )
 flags.DEFINE_enum("model", "mlp", list(MODELS), "mlp: one hidden layer of 128; cnn: 2 conv.")
 flags.DEFINE_string(

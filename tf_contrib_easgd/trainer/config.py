@@ -51,7 +51,7 @@ TF1 = "tf1"
 KERAS = "keras"
 APIS = (TF1, KERAS)
 #: The flags of `--api=tf1` only, and the value each must keep with `--api=keras`.
-_TF1_ONLY_FLAGS = {"rho": 0.0, "synchronous": False, "overlap": False}
+_TF1_ONLY_FLAGS = {"rho": 0.0, "synchronous": False}
 
 #: easgd-train's exit codes: done, a task failed, bad flags (a `UsageError`), interrupted.
 EXIT_FAILED = 1
@@ -328,7 +328,7 @@ def _check_api(f):
         if f[name].value != neutral:
             raise UsageError(
                 f"--{name}={f[name].value} applies to --api=tf1 only: ElasticAverageCallback "
-                "has no elastic penalty, no start-up barrier and no overlapped exchange."
+                "has no elastic penalty and no start-up barrier."
             )
 
 

@@ -51,6 +51,7 @@ def run_worker(task, config, reporter, started_at):
         config.model_dir,
         timeout_secs=config.timeout_secs,
         save_checkpoint_steps=config.save_checkpoint_steps,
+        overlap=config.overlap,
     )
     progress = _Progress(task, config, reporter, easgd, dataset, started_at)
     if not task.is_chief:
@@ -170,6 +171,7 @@ def _job_summary(task, config, dataset, easgd, progress, started_at):
         "communication_period": config.communication_period,
         "moving_rate": easgd.moving_rate,
         "rho": 0.0,
+        "overlap": easgd.overlap,
         "batch_size": config.batch_size,
         "seed": config.seed,
         "num_ps": task.num_ps,
