@@ -88,6 +88,15 @@ class Job:
     def restart(self, name):
         self.child(name).start()
 
+    def restart_during_training(self, name, step):
+        """Runs the job, kills `name` once it reports local step `step`, starts it again
+        on its port and lets the job finish; returns the summary."""
+        self.start()
+        self.wait_for_step(name, step)
+        self.kill(name)
+        self.restart(name)
+        return self.finish()
+
     def finish(self):
         """Waits until both workers exited 0 and the ps stopped; returns the summary."""
         self.cluster.supervise()

@@ -55,11 +55,7 @@ def test_a_killed_worker_does_not_stop_the_others(tmp_path):
 @pytest.mark.parametrize("synchronous", [False, True])
 def test_a_restarted_worker_rejoins_from_the_current_centre(tmp_path, synchronous):
     with Job(tmp_path, f"--synchronous={str(synchronous).lower()}") as job:
-        job.start()
-        job.wait_for_step("worker 1", 300)
-        job.kill("worker 1")
-        job.restart("worker 1")
-        summary = job.finish()
+        summary = job.restart_during_training("worker 1", 300)
     first, second = job.of("worker 1", "started")
     # The restarted worker started from the centre as it was then: 300 of its own local
     # steps are 30 exchanges, and the chief went on exchanging meanwhile. Right after the

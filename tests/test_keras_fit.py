@@ -69,11 +69,7 @@ def test_model_fit_reaches_the_centre_accuracy_of_the_tf1_job(tmp_path, monkeypa
 
 def test_a_killed_worker_restarts_from_the_centre(tmp_path):
     with Job(tmp_path, "--api=keras") as job:
-        job.start()
-        job.wait_for_step("worker 1", 300)
-        job.kill("worker 1")
-        job.restart("worker 1")
-        summary = job.finish()
+        summary = job.restart_during_training("worker 1", 300)
     first, second = job.of("worker 1", "started")
     # The new process found the centre the chief and its own first run had moved (its 300
     # steps were 30 exchanges) and started from it.

@@ -166,7 +166,41 @@ def write_job_summary(worker, outcome, state):
     evaluation = models.evaluate_checkpoint(
         outcome.export_path, config.model, dataset.x_test, dataset.y_test, dataset.num_classes
     )
+    return write_summary(
+        task,
+        config,
+        dataset,
+        evaluation,
+        moving_rate=worker.g.optimizer.moving_rate,
+        local_steps=outcome.local_steps,
+        unfinished_workers=outcome.missing,
+        exchanges=outcome.exchanges,
+        chief_train_secs=state.train_secs,
+        chief_steps_per_sec=state.steps_taken / max(state.train_secs, 1e-9),
+        chief_recoveries=state.recoveries,
+        chief_secs=time.monotonic() - worker.started_at,
+        checkpoint=outcome.checkpoint,
+        export=outcome.export_path,
+    )
+
+
+def write_summary(task, config, dataset, evaluation, **fields):
+    """Writes `summary.json`: the job's settings, the evaluation of the exported centre and
+    `fields` (what the chief measured); returns the dict written.
+
+    Args:
+        task: the chief's `cluster.TaskConfig`.
+        config: the `TrainConfig` of the job.
+        dataset: the `data.Dataset` evaluated on.
+        evaluation: `{"accuracy", "loss"}` of the exported centre on the test split.
+        **fields: the rest of the summary; `local_steps` (by worker), `checkpoint` and
+            `export` among them.
+
+    Raises:
+        files.SaveError: if the file cannot be written.
+    """
     summary = {
+        "api": config.api,
         "test_accuracy": float(evaluation["accuracy"]),
         "test_loss": float(evaluation["loss"]),
         "test_examples": len(dataset.x_test),
@@ -175,7 +209,6 @@ def write_job_summary(worker, outcome, state):
         "optimizer": config.optimizer,
         "learning_rate": config.learning_rate,
         "communication_period": config.communication_period,
-        "moving_rate": worker.g.optimizer.moving_rate,
         "rho": config.rho,
         "synchronous": config.synchronous,
         "overlap": config.overlap,
@@ -183,23 +216,16 @@ def write_job_summary(worker, outcome, state):
         "seed": config.seed,
         "num_ps": task.num_ps,
         "num_workers": task.num_workers,
-        "local_steps": dict(sorted(outcome.local_steps.items(), key=lambda item: int(item[0]))),
-        "unfinished_workers": outcome.missing,
-        "exchanges": outcome.exchanges,
-        "chief_train_secs": state.train_secs,
-        "chief_steps_per_sec": state.steps_taken / max(state.train_secs, 1e-9),
-        "chief_recoveries": state.recoveries,
-        "chief_secs": time.monotonic() - worker.started_at,
         "model_dir": config.model_dir,
-        "checkpoint": outcome.checkpoint,
-        "export": outcome.export_path,
+        **fields,
     }
+    summary["local_steps"] = dict(sorted(summary["local_steps"].items(), key=lambda i: int(i[0])))
     try:
         files.write_summary(config.model_dir, summary)
     except OSError as error:
         raise files.SaveError(
             f"could not write {files.summary_path(config.model_dir)}: {error.strerror or error}; "
-            f"the checkpoint {outcome.checkpoint} and the export {outcome.export_path} are "
+            f"the checkpoint {summary['checkpoint']} and the export {summary['export']} are "
             "written."
         ) from error
     return summary

@@ -14,10 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_contrib_easgd import ElasticAverageCallback
-from tf_contrib_easgd.trainer import data, files, keras_models
-
-#: What `summary.json` says of a job of this API.
-API = "keras"
+from tf_contrib_easgd.trainer import data, export, keras_models
 
 
 def run_worker(task, config, reporter, started_at):
@@ -152,46 +149,26 @@ class _Progress(tf.keras.callbacks.Callback):
 
 def _job_summary(task, config, dataset, easgd, progress, started_at):
     """Evaluates the saved centre as a plain Keras model and writes `summary.json`."""
-    export = os.path.join(config.model_dir, "centre.keras")
+    export_path = os.path.join(config.model_dir, "centre.keras")
     evaluation = keras_models.evaluate(
-        tf.keras.models.load_model(export), dataset.x_test, dataset.y_test
+        tf.keras.models.load_model(export_path), dataset.x_test, dataset.y_test
     )
     finished = easgd.finished
     local_steps = {str(task.task_index): easgd.local_steps}
     local_steps.update({str(i): steps for i, steps in finished.local_steps.items()})
-    summary = {
-        "api": API,
-        "test_accuracy": evaluation["accuracy"],
-        "test_loss": evaluation["loss"],
-        "test_examples": len(dataset.x_test),
-        "dataset": os.path.basename(dataset.name),
-        "model": config.model,
-        "optimizer": config.optimizer,
-        "learning_rate": config.learning_rate,
-        "communication_period": config.communication_period,
-        "moving_rate": easgd.moving_rate,
-        "rho": 0.0,
-        "overlap": easgd.overlap,
-        "batch_size": config.batch_size,
-        "seed": config.seed,
-        "num_ps": task.num_ps,
-        "num_workers": task.num_workers,
-        "local_steps": dict(sorted(local_steps.items(), key=lambda item: int(item[0]))),
-        "unfinished_workers": finished.missing,
-        "exchanges": easgd.global_step,
-        "chief_train_secs": progress.train_secs,
-        "chief_steps_per_sec": easgd.local_steps / max(progress.train_secs, 1e-9),
-        "chief_recoveries": easgd.recoveries,
-        "chief_secs": time.monotonic() - started_at,
-        "model_dir": config.model_dir,
-        "checkpoint": tf.train.latest_checkpoint(config.model_dir),
-        "export": export,
-    }
-    try:
-        files.write_summary(config.model_dir, summary)
-    except OSError as error:
-        raise files.SaveError(
-            f"could not write {files.summary_path(config.model_dir)}: {error.strerror or error}; "
-            f"the centre is saved in {export}."
-        ) from error
-    return summary
+    return export.write_summary(
+        task,
+        config,
+        dataset,
+        evaluation,
+        moving_rate=easgd.moving_rate,
+        local_steps=local_steps,
+        unfinished_workers=finished.missing,
+        exchanges=easgd.global_step,
+        chief_train_secs=progress.train_secs,
+        chief_steps_per_sec=easgd.local_steps / max(progress.train_secs, 1e-9),
+        chief_recoveries=easgd.recoveries,
+        chief_secs=time.monotonic() - started_at,
+        checkpoint=tf.train.latest_checkpoint(config.model_dir),
+        export=export_path,
+    )
