@@ -7,7 +7,6 @@ parameter servers move towards each other. The centre is reached through a `Cent
 """
 
 import concurrent.futures
-import logging
 import os
 
 import numpy as np
@@ -23,8 +22,6 @@ from tf_contrib_easgd.recovery import train_with_recovery, wait_until_reachable
 SAVED_MODEL = "centre.keras"
 SAVED_WEIGHTS = "centre.weights.h5"
 
-_logger = logging.getLogger("tf_contrib_easgd")
-
 
 class ElasticAverageCallback(tf.keras.callbacks.Callback):
     """Trains a Keras model with asynchronous Elastic Averaging SGD on a ps/worker cluster.
@@ -38,7 +35,8 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
       other workers wait for it, at most `timeout_secs`, then copy it;
     * every `communication_period` batches (tau), sends the worker's weights x to the
       parameter servers, which compute d = moving_rate * (x - c) once per weight, add d to
-      the centre c and send d back; the worker subtracts the same d from x;
+      the centre c and send d back; the worker subtracts the same d from x (with
+      `overlap=True`, at its next exchange, while this one travels);
     * after a lost parameter server, waits for it and starts again from the centre (the
       chief restores its latest checkpoint into a restarted ps);
     * at the end of `fit`, copies the centre into the model; the chief first waits for the
@@ -293,7 +291,7 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
         self._copy_centre()
         self._global_step = self._link.global_step()
         self._lost = False
-        _logger.info(
+        tf.compat.v1.logging.info(
             "%s started from the centre (%s), %d exchanges so far.",
             self._task.name,
             self.centre_found,

@@ -15,8 +15,12 @@ _INVALID_NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_.\-/]")
 
 def averaged_weights(model):
     """The weights that get a centre: every floating-point one of `model.weights`, once."""
+    try:
+        every = model.weights
+    except ValueError:  # Keras 2's "Weights for model ... have not yet been created".
+        every = []
     weights, seen = [], set()
-    for weight in model.weights:
+    for weight in every:
         if id(weight) not in seen and tf.as_dtype(weight.dtype).is_floating:
             seen.add(id(weight))
             weights.append(weight)
