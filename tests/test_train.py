@@ -141,6 +141,11 @@ def test_api_keras_is_passed_to_every_task(parse):
     assert config.overlap  # ElasticAverageCallback(overlap=True).
     assert "--api=keras" in config.to_flags()
     assert parse().config.api == "tf1"
+    # Across a network a TF1 job sends 16 bits by default; the callback, float32.
+    task = ("--job_name=worker", f"--ps_hosts={PS}", f"--worker_hosts={W0},{W1}")
+    assert parse(*task).config.wire_dtype == "bfloat16"
+    assert parse(*task, "--api=keras").config.wire_dtype == "float32"
+    assert parse("--api=keras", "--wire_dtype=float32").config.wire_dtype == "float32"
 
 
 def test_an_explicit_learning_rate_wins(parse):
@@ -263,7 +268,10 @@ def test_malformed_flags_are_rejected_by_the_parser(parse, args, message):
          "--dataset='/no/such.npz': Dataset '/no/such.npz' does not exist"),
         (["--api=keras", "--rho=0.1"], {}, "--rho=0.1 applies to --api=tf1 only"),
         (["--api=keras", "--synchronous"], {}, "--synchronous=True applies to --api=tf1 only: "
-         "ElasticAverageCallback has no elastic penalty and no start-up barrier"),
+         "ElasticAverageCallback has no elastic penalty, no start-up barrier and no 16-bit "
+         "wire"),
+        (["--api=keras", "--wire_dtype=bfloat16"], {},
+         "--wire_dtype=bfloat16 applies to --api=tf1 only"),
     ],
 )  # fmt: skip
 def test_invalid_values_name_the_flag_and_the_value(parse, args, environ, message):

@@ -51,7 +51,7 @@ TF1 = "tf1"
 KERAS = "keras"
 APIS = (TF1, KERAS)
 #: The flags of `--api=tf1` only, and the value each must keep with `--api=keras`.
-_TF1_ONLY_FLAGS = {"rho": 0.0, "synchronous": False}
+_TF1_ONLY_FLAGS = {"rho": 0.0, "synchronous": False, "wire_dtype": (None, "float32")}
 
 #: easgd-train's exit codes: done, a task failed, bad flags (a `UsageError`), interrupted.
 EXIT_FAILED = 1
@@ -255,6 +255,8 @@ def _train_config(f, task, num_workers):
     moving_rate = PAPER_BETA / num_workers if f.moving_rate is None else f.moving_rate
     overlap, wire_dtype = AUTOMATIC_EXCHANGE[LOCAL if task is None else TASK]
     overlap = overlap and moving_rate <= OVERLAP_MAX_MOVING_RATE
+    if f.api == KERAS:
+        wire_dtype = "float32"  # ElasticAverageCallback sends float32 (`_check_api`).
     if f.moving_rate is not None and not 0 < f.moving_rate <= 1:
         raise UsageError(f"--moving_rate={f.moving_rate!r}: must be in (0, 1].")
     if not f.rho >= 0:
@@ -325,10 +327,10 @@ def _check_api(f):
     if f.api != KERAS:
         return
     for name, neutral in _TF1_ONLY_FLAGS.items():
-        if f[name].value != neutral:
+        if f[name].value not in (neutral if isinstance(neutral, tuple) else (neutral,)):
             raise UsageError(
                 f"--{name}={f[name].value} applies to --api=tf1 only: ElasticAverageCallback "
-                "has no elastic penalty and no start-up barrier."
+                "has no elastic penalty, no start-up barrier and no 16-bit wire."
             )
 
 
