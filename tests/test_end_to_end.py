@@ -52,8 +52,10 @@ def test_three_processes_train_and_a_plain_model_restores_the_centre(tmp_path):
 
     events = [event for event in events if event]
     started = {e["task"]: e["time"] for e in events if e["event"] == "started"}
-    # easgd-train's worker sessions share the cluster's devices: exchanges call the ps directly.
-    assert {e["transport"] for e in events if e["event"] == "started"} == {"direct"}
+    # Task mode's defaults, for a network: the paper's moving rate 0.9 / 2 = 0.45, so the
+    # exchanges overlap (a queue runner's plain ops: no call, transport "none"), over a
+    # bfloat16 wire. (Local mode's, direct calls at full width, are test_train.py's.)
+    assert {e["transport"] for e in events if e["event"] == "started"} == {"none"}
     # MonitoredTrainingSession alone sleeps 30 s after a failed readiness check; worker 1
     # polls first, so its session is ready within seconds of the chief's.
     assert started["worker 1"] - started["worker 0"] < 10
@@ -61,6 +63,11 @@ def test_three_processes_train_and_a_plain_model_restores_the_centre(tmp_path):
     # 200 local steps each, tau = 10: 20 exchanges per worker, 40 in global_step.
     assert summary["local_steps"] == {"0": STEPS, "1": STEPS}
     assert summary["exchanges"] == 40
+    assert (summary["moving_rate"], summary["overlap"], summary["wire_dtype"]) == (
+        0.45,
+        True,
+        "bfloat16",
+    )
 
     # The checkpoint directory has the centre under the EASGD names, as TF1 wrote it.
     checkpoint = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path)))

@@ -133,7 +133,10 @@ def test_an_easgd_train_task_runs_with_ours_installed(monkeypatch):
 
     monkeypatch.setattr(task_runner, "run", fake_run)
     verbosity = absl_logging.get_verbosity()
-    plan = types.SimpleNamespace(task=types.SimpleNamespace(name="worker 0"), config=None)
+    plan = types.SimpleNamespace(
+        task=types.SimpleNamespace(name="worker 0"),
+        config=types.SimpleNamespace(reuse_freed_memory=False),
+    )
     try:
         assert cli.run_task(plan, started_at=0.0, progress_format="text") == 0
     finally:

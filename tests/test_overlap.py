@@ -209,3 +209,38 @@ def test_the_runner_reads_the_centre_once_the_copy_has_arrived(world, cluster, c
             assert session.run([w, entry.local_center]) == [5.5, 7.0]
             coordinator.request_stop()
             coordinator.join(threads, stop_grace_period_secs=DEADLINE_SECS)
+
+
+def test_the_runner_waits_out_an_idle_worker_in_a_session_with_an_operation_timeout(world):
+    # The runner's step blocks until the next copy. A session with an operation timeout of
+    # 0.2 s fails such a step after 0.2 s; the worker then idles 1 s (five timeouts) between
+    # two steps, as a worker evaluating or waiting for the others does, and the runner must
+    # simply wait again. Period 1, alpha 0.5, lr 0.5 on 0.5 * w^2, from w = 8:
+    # step 1: w = 4, sent: d = 0.5 (4 - 8) = -2, centre 6; step 2: w = 2, lands: w = 4,
+    # local centre 8; sent: d = 0.5 (4 - 6) = -1, centre 5; the finish op: w = 5, local
+    # centre 6.
+    getter = ElasticAverageCustomGetter("")
+    with tf.Graph().as_default():
+        w, opt, train_op, global_step = build_quadratic(
+            getter, 8.0, communication_period=1, moving_rate=0.5, overlap=True
+        )
+        finish = opt.get_finish_op()
+        entry = getter.find(w)
+        config = tf.compat.v1.ConfigProto(operation_timeout_in_ms=200)
+        coordinator = tf.train.Coordinator()
+        with tf.compat.v1.Session(config=config) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(tf.compat.v1.local_variables_initializer())
+            session.run(opt.get_init_op(0))
+            threads = tf.compat.v1.train.start_queue_runners(session, coordinator)
+            session.run(train_op)
+            _wait_for_exchanges(session, global_step, 1)
+            time.sleep(1.0)
+            assert not coordinator.should_stop()
+            session.run(train_op)
+            _wait_for_exchanges(session, global_step, 2)
+            assert session.run(entry.global_center) == 5.0
+            session.run(finish)
+            assert session.run([w, entry.local_center]) == [5.0, 6.0]
+            coordinator.request_stop()
+            coordinator.join(threads, stop_grace_period_secs=DEADLINE_SECS)

@@ -6,6 +6,8 @@ the elastic move of the exchange before it; the thread sends the copy, moves the
 and queues the move for the worker. docs/DESIGN.md ("The overlapped exchange").
 """
 
+import contextlib
+
 import tensorflow as tf
 
 from tf_contrib_easgd import wire as wire_format
@@ -93,9 +95,7 @@ class OverlappedExchange:
                 self._copies.close(cancel_pending_enqueues=True),
                 self._replies.close(cancel_pending_enqueues=True),
             )
-            runner = tf.compat.v1.train.QueueRunner(
-                self._copies, [exchange], close_op=close, cancel_op=close
-            )
+            runner = ExchangeRunner(self._copies, [exchange], close_op=close, cancel_op=close)
         tf.compat.v1.train.add_queue_runner(runner)
         self.queue_runner = runner
 
@@ -225,3 +225,45 @@ class OverlappedExchange:
             with tf.control_dependencies([sent]):
                 local_centre = entry.local_center.read_value()
             return delta, local_centre + received_value, moves
+
+
+class ExchangeRunner(tf.compat.v1.train.QueueRunner):
+    """The `QueueRunner` of the overlapped exchange: its thread waits for copies as long as
+    the worker is idle.
+
+    Its step starts by taking the next copy from the queue, which blocks until the worker
+    queues one. A session with an operation timeout (`ConfigProto.operation_timeout_in_ms`)
+    fails any step that blocks longer with a `DeadlineExceededError`, and a plain
+    `QueueRunner` would take it for an error of the job: a worker that evaluates, saves or
+    waits for the others longer than the timeout would lose its runner, and its session
+    would fail when it closes. This runner starts the step again instead; every other error
+    goes to the coordinator as a `QueueRunner`'s does, and a closed queue ends its thread.
+    """
+
+    def _run(self, sess, enqueue_op, coord=None):
+        """Runs `enqueue_op` in a loop until the queues close or `coord` stops."""
+        exchange = sess.make_callable(enqueue_op)
+        closed = False
+        try:
+            while not (coord and coord.should_stop()):
+                try:
+                    exchange()
+                except tf.errors.DeadlineExceededError:
+                    continue  # No copy came in the timeout: the worker is idle.
+                except self._queue_closed_exception_types:
+                    closed = True
+                    break
+        except Exception as error:  # As `QueueRunner`: to the coordinator, or raised.
+            if coord is None:
+                with self._lock:
+                    self._exceptions_raised.append(error)
+                raise
+            coord.request_stop(error)
+        finally:
+            with self._lock:
+                self._runs_per_session[sess] -= 1
+                last = self._runs_per_session[sess] == 0
+            if closed and last:
+                # The last thread of a queue closed under it closes the other queue too.
+                with contextlib.suppress(tf.errors.OpError):
+                    sess.run(self._close_op)

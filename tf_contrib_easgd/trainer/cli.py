@@ -382,7 +382,8 @@ def _check_and_run(plan, started_at, network):
     settings = describe_exchange(plan.config, plan.num_workers)
     if plan.task is None:
         return local.run_local(plan, started_at, network=network, settings=settings)
-    if not plan.task.is_ps:
+    if not plan.task.is_ps and FLAGS.progress_format == progress.TEXT:
+        # Not in a local job's tasks (JSON lines): the launcher has said it already.
         print(settings, file=sys.stderr, flush=True)
     return run_task(plan, started_at, FLAGS.progress_format)
 
