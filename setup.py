@@ -21,6 +21,10 @@ setuptools.setup(
     python_requires=">=3.10",
     packages=[
         "tf_contrib_easgd",
+        "tf_contrib_easgd.cluster",
+        "tf_contrib_easgd.estimator",
+        "tf_contrib_easgd.exchange",
+        "tf_contrib_easgd.job",
         "tf_contrib_easgd.keras",
         "tf_contrib_easgd.migrate",
         "tf_contrib_easgd.trainer",

@@ -27,7 +27,7 @@ import time
 import uuid
 
 from benchmarks.task_protocol import REPLY_PREFIX
-from tf_contrib_easgd import freed_memory
+from tf_contrib_easgd.job import freed_memory
 from tf_contrib_easgd.trainer import network
 from tf_contrib_easgd.trainer.launcher import make_die_with_parent
 

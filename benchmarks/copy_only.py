@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
-from tf_contrib_easgd.exchange import ElasticExchange
+from tf_contrib_easgd.exchange.elastic_exchange import ElasticExchange
 
 #: A blocked step of the check fails after this long instead of hanging the benchmark.
 CHECK_TIMEOUT_MS = 60_000

@@ -16,7 +16,7 @@ Configurations (names as in the tables):
   on the cluster, that the exchange does just that (`copy_only.check_exchange`).
 
 Every worker session shares the cluster's devices (`share_cluster_devices_in_session`), so
-EASGD's exchanges call the ps directly (tf_contrib_easgd/transport.py), except in
+EASGD's exchanges call the ps directly (tf_contrib_easgd/exchange/transport.py), except in
 `easgd-P-remotecall`: a session without that setting, whose exchanges go by `RemoteCall`
 (what a TF1 script that does not set it gets).
 """

@@ -1,7 +1,8 @@
 """The exchange as first written: a per-step `tf.cond` whose true branch has ops on the ps.
 
 Kept only as a benchmark baseline (configuration "naive-easgd-P"), to show what the design
-of `tf_contrib_easgd/exchange.py` saves. The arithmetic is the same; what differs is that
+of `tf_contrib_easgd/exchange/elastic_exchange.py` saves. The arithmetic is the same; what
+differs is that
 the ops of the exchange sit on the parameter servers, so the train op's graph has a ps
 partition that runs, and trades dead tensors with the worker, on every step.
 """

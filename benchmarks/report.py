@@ -310,7 +310,8 @@ shows two partition graphs, the worker's and the ps's, against one with the new 
 the byte counts show the dead tensors' cost, about 8 KB per step (`naive-easgd-10` vs
 `easgd-10`). That is the `naive-easgd-P` rows.
 
-`tf_contrib_easgd/exchange.py` removes every ps op from the train op's graph. For each ps
+`tf_contrib_easgd/exchange/elastic_exchange.py` removes every ps op from the train op's
+graph. For each ps
 task holding centres it defines a function (`tf.function`, traced once) that does the ps
 half of the exchange where the centres live: read each centre, `d = alpha * (x - c)`,
 `c += d`, then `global_step += 1` if the step lives there, and return the centres read. The
@@ -326,7 +327,7 @@ as the variable's own op does, so they work for ref variables (TF1 mode, `Variab
 resource variables (TF2 graph mode, `VarHandleOp`). Public API and results are unchanged:
 the existing trajectory tests pass as they were.
 
-The call has two transports (`tf_contrib_easgd/transport.py`), both in the graph behind a
+The call has two transports (`tf_contrib_easgd/exchange/transport.py`), both in the graph behind a
 second worker-local Switch, on whether a marker resource exists on the worker (no
 variable: collections and checkpoints stay contrib's):
 

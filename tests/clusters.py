@@ -49,7 +49,7 @@ class InProcessCluster:
         """A ConfigProto that lets worker `index` see only the ps tasks and itself.
 
         With `share_devices`, it also has `share_cluster_devices_in_session` (exchanges can
-        then call the ps directly; tf_contrib_easgd/transport.py).
+        then call the ps directly; tf_contrib_easgd/exchange/transport.py).
         """
         return tf.compat.v1.ConfigProto(
             device_filters=["/job:ps", f"/job:worker/task:{index}"],

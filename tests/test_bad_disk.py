@@ -34,7 +34,7 @@ import pytest
 import tensorflow as tf
 from processes import child_env, easgd_train_tasks
 
-from tf_contrib_easgd import tf_config
+from tf_contrib_easgd.cluster import tf_config
 from tf_contrib_easgd.trainer import (
     checkpoint_fit,
     checkpoints,

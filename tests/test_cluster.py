@@ -5,7 +5,7 @@ import json
 import pytest
 import tensorflow as tf
 
-from tf_contrib_easgd import cluster_resolver
+from tf_contrib_easgd.cluster import resolver as cluster_resolver
 from tf_contrib_easgd.trainer import cluster
 from tf_contrib_easgd.trainer.cluster import ClusterConfigError
 

@@ -1,7 +1,8 @@
 """Tests of the one place that reads a job's cluster: TF_CONFIG as the operator writes it, Slurm.
 
-`tf_contrib_easgd.tf_config` and `tf_contrib_easgd.slurm` build a `ClusterTask` from the
-environment; easgd-train (`trainer.config.plan_from_flags`) picks the source. TF_CONFIG is
+`tf_contrib_easgd.cluster.tf_config` and `tf_contrib_easgd.cluster.slurm` build a
+`ClusterTask` from the environment; easgd-train (`trainer.config.plan_from_flags`) picks the
+source. TF_CONFIG is
 checked against the JSON that Kubernetes' training operator (kubeflow.org/v1 TFJob) writes,
 and both readers against TensorFlow's own cluster resolvers where those apply. No servers:
 tests/test_slurm.py runs a real Slurm.
@@ -15,7 +16,8 @@ import pytest
 import tensorflow as tf
 from absl.testing import flagsaver
 
-from tf_contrib_easgd import ClusterConfigError, ClusterTask, slurm, tf_config
+from tf_contrib_easgd import ClusterConfigError, ClusterTask
+from tf_contrib_easgd.cluster import slurm, tf_config
 from tf_contrib_easgd.trainer import cli, preflight
 from tf_contrib_easgd.trainer.config import UsageError, plan_from_flags
 

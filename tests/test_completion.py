@@ -1,4 +1,4 @@
-"""The end of a job (tf_contrib_easgd/completion.py): done reports, the chief's wait, ps stop.
+"""The end of a job (tf_contrib_easgd/job/completion.py): done reports, the chief's wait, ps stop.
 
 Each test has a cluster of its own: the queues live in the servers' default container and
 in-process servers cannot be stopped, so a token left behind would reach the next test.

@@ -89,7 +89,7 @@ def test_every_variable_after_every_step_matches_contrib(oracle, name, world):
     ours = _without_restart(oracle.result(f"package-{world}", name))
     theirs = oracle.result("contrib", name)
     assert_trajectories_match(ours, theirs, f"{name} ({world})")
-    # Exchanges went the way this world's session allows (tf_contrib_easgd/transport.py).
+    # Exchanges went the way this world's session allows (tf_contrib_easgd/exchange/transport.py).
     assert ours["events"]["transport"] == [WORLDS[world]] * BY_NAME[name].workers
     # Not a vacuous comparison: training moved every worker copy away from its start.
     first, last = theirs["steps"][0]["values"], theirs["steps"][-1]["values"]

@@ -1,4 +1,5 @@
-"""The exchange design (tf_contrib_easgd/exchange.py): nothing remote on a non-exchange step.
+"""The exchange design (tf_contrib_easgd/exchange/elastic_exchange.py): nothing remote on a
+non-exchange step.
 
 Placement tests need no server; the RunMetadata tests run one worker of the shared
 in-process cluster and read what the session actually ran.
@@ -10,9 +11,9 @@ import tensorflow as tf
 from clusters import worker_scope
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
-from tf_contrib_easgd import exchange as exchange_module
-from tf_contrib_easgd.exchange import ElasticExchange
-from tf_contrib_easgd.gating import run_if
+from tf_contrib_easgd.exchange import elastic_exchange as exchange_module
+from tf_contrib_easgd.exchange.elastic_exchange import ElasticExchange
+from tf_contrib_easgd.exchange.gating import run_if
 
 CLUSTER = tf.train.ClusterSpec({"ps": ["ps0:2222", "ps1:2222"], "worker": ["w0:2222"]})
 WORKER = "/job:worker/task:0"

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import tf_contrib_easgd
-from tf_contrib_easgd import freed_memory
+from tf_contrib_easgd.job import freed_memory
 
 PAGE = 4096
 BLOCK = 16 * 1024 * 1024

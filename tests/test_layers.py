@@ -1,9 +1,9 @@
 """The package's layers: imports go one way, and TensorFlow loads only when it is used.
 
-The library is the package folder; the trainer (`trainer/`) and the migration tool
-(`migrate/`) are programs built on the library's public names. Read from the source with
-`ast`, so no module needs importing to be checked; the lazy loading is checked in fresh
-interpreters.
+The library is the package folder and its wings (`exchange/`, `cluster/`, `job/`,
+`estimator/`, `keras/`); the trainer (`trainer/`) and the migration tool (`migrate/`) are
+programs built on the library's public names. Read from the source with `ast`, so no module
+needs importing to be checked; the lazy loading is checked in fresh interpreters.
 """
 
 import ast
@@ -34,8 +34,46 @@ def _modules(folder):
     return sorted((PACKAGE / folder).glob("*.py"))
 
 
-#: The library's modules: the package folder and its Keras subpackage.
-LIBRARY = _modules("") + _modules("keras")
+#: The library's wings and the wings each may import from, one way: `cluster` and `job`
+#: need no other, the exchange may tell a lost task (`job.recovery`), the algorithm (the
+#: package folder: getter, optimizer, hook, penalty, saver) builds on the exchange, and the
+#: integrations with Estimator and Keras on any of them.
+WINGS = {
+    "cluster": (),
+    "job": (),
+    "exchange": ("job",),
+    "algorithm": ("exchange", "job"),
+    "estimator": ("algorithm", "cluster", "job"),
+    "keras": ("algorithm", "cluster", "job"),
+}
+#: The library's modules: the package folder (the algorithm) and its wings.
+LIBRARY = _modules("") + [path for wing in WINGS if wing != "algorithm" for path in _modules(wing)]
+
+
+def _wing(module):
+    """The wing of a dotted module of the library ("tf_contrib_easgd.exchange.wire")."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in WINGS else "algorithm"
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_wings_import_one_way(path):
+    relative = path.relative_to(PACKAGE)
+    wing = relative.parts[0] if len(relative.parts) > 1 else "algorithm"
+    if relative.name == "__init__.py" and wing == "algorithm":
+        return  # The package's __init__ maps every public name, lazily.
+    for module, names in _imports(path):
+        if module == "tf_contrib_easgd":  # `from tf_contrib_easgd import _validation`
+            targets = [_wing(f"tf_contrib_easgd.{name}") for name in names]
+        elif module.startswith("tf_contrib_easgd."):
+            targets = [_wing(module)]
+        else:
+            continue
+        for target in targets:
+            assert target == wing or target in WINGS[wing], (
+                f"{relative} ({wing}) imports {module} ({target}); {wing} may import "
+                f"{list(WINGS[wing]) or 'no other wing'}"
+            )
 
 
 @pytest.mark.parametrize("path", LIBRARY, ids=lambda p: str(p.relative_to(PACKAGE)))

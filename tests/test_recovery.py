@@ -1,4 +1,4 @@
-"""The recovery pieces (tf_contrib_easgd/recovery.py): which errors, and the loop."""
+"""The recovery pieces (tf_contrib_easgd/job/recovery.py): which errors, and the loop."""
 
 import socket
 import threading
@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import tf_contrib_easgd
-from tf_contrib_easgd import recovery
+from tf_contrib_easgd.job import recovery
 
 
 @pytest.mark.parametrize(

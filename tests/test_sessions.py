@@ -1,4 +1,4 @@
-"""Session creation (tf_contrib_easgd/sessions.py): no 30 s wait, and a living centre kept."""
+"""Session creation (tf_contrib_easgd/job/sessions.py): no 30 s wait, and a living centre kept."""
 
 import contextlib
 import logging
@@ -11,7 +11,7 @@ import tensorflow as tf
 from clusters import worker_scope
 
 import tf_contrib_easgd
-from tf_contrib_easgd import sessions
+from tf_contrib_easgd.job import sessions
 
 # MonitoredTrainingSession's non-chief checks readiness, then sleeps this long before it
 # checks again; a start-up below it shows that the sleep never happened.

@@ -23,7 +23,7 @@ import portpicker
 import pytest
 from processes import child_env, process_alive, wait_for_exit
 
-from tf_contrib_easgd import slurm
+from tf_contrib_easgd.cluster import slurm
 
 pytestmark = pytest.mark.e2e
 

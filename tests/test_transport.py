@@ -1,4 +1,4 @@
-"""The choice of exchange transport (tf_contrib_easgd/transport.py).
+"""The choice of exchange transport (tf_contrib_easgd/exchange/transport.py).
 
 Which transport the usual sessions get, and what each runs, is also tested where the
 exchange runs: tests/test_exchange.py (RunMetadata of both) and tests/test_distributed.py
@@ -16,8 +16,8 @@ from clusters import worker_scope
 from processes import child_env
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
-from tf_contrib_easgd.transport import ExchangeTransport, shares_cluster_devices
-from tf_contrib_easgd.variable_address import VariableAddress
+from tf_contrib_easgd.exchange.transport import ExchangeTransport, shares_cluster_devices
+from tf_contrib_easgd.exchange.variable_address import VariableAddress
 
 LOCAL = tf.compat.v1.GraphKeys.LOCAL_VARIABLES
 GLOBAL = tf.compat.v1.GraphKeys.GLOBAL_VARIABLES

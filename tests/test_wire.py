@@ -14,7 +14,7 @@ import tensorflow as tf
 from clusters import worker_scope
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
-from tf_contrib_easgd.wire import REFERENCE_SCOPE, check_wire_dtype
+from tf_contrib_easgd.exchange.wire import REFERENCE_SCOPE, check_wire_dtype
 
 GRADIENT_STEP = 0.12548828125  # 2^-3 * (1 + 2^-8)
 DEADLINE_SECS = 30

@@ -13,15 +13,15 @@ from tf_contrib_easgd.custom_getter import (
     create_as_local_variable,
     flatten_partitions,
 )
-from tf_contrib_easgd.exchange import ElasticExchange
-from tf_contrib_easgd.gating import run_every
+from tf_contrib_easgd.exchange.elastic_exchange import ElasticExchange
+from tf_contrib_easgd.exchange.gating import run_every
+from tf_contrib_easgd.exchange.overlap import OverlappedExchange
+from tf_contrib_easgd.exchange.transport import ExchangeTransport
+from tf_contrib_easgd.exchange.wire import Wire, check_wire_dtype
 from tf_contrib_easgd.hook import ElasticAverageOptimizerHook
-from tf_contrib_easgd.overlap import OverlappedExchange
 from tf_contrib_easgd.penalty import GRADIENT, ElasticPenalty
 from tf_contrib_easgd.startup import build_init_op
 from tf_contrib_easgd.swapping_saver import swapping_saver
-from tf_contrib_easgd.transport import ExchangeTransport
-from tf_contrib_easgd.wire import Wire, check_wire_dtype
 
 _LOCAL = tf.compat.v1.GraphKeys.LOCAL_VARIABLES
 _GATE_OP = tf.compat.v1.train.Optimizer.GATE_OP

@@ -13,10 +13,10 @@ import numpy as np
 import tensorflow as tf
 
 from tf_contrib_easgd import _validation
-from tf_contrib_easgd.cluster_resolver import ClusterTask
+from tf_contrib_easgd.cluster.resolver import ClusterTask
+from tf_contrib_easgd.job.recovery import train_with_recovery, wait_until_reachable
 from tf_contrib_easgd.keras import model_weights
 from tf_contrib_easgd.keras.centre_link import CentreLink
-from tf_contrib_easgd.recovery import train_with_recovery, wait_until_reachable
 
 #: What the chief writes into model_dir at the end of training: the centre as a model.
 SAVED_MODEL = "centre.keras"

@@ -12,9 +12,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tf_contrib_easgd.completion import TrainingCompletion
 from tf_contrib_easgd.custom_getter import GLOBAL_STEP, GLOBAL_VARIABLE_NAME
-from tf_contrib_easgd.sessions import CentreKeepingScaffold, CentreWaitingSessionCreator
+from tf_contrib_easgd.job.completion import TrainingCompletion
+from tf_contrib_easgd.job.sessions import CentreKeepingScaffold, CentreWaitingSessionCreator
 
 #: Checkpoints the chief keeps in its model_dir.
 MAX_CHECKPOINTS = 3

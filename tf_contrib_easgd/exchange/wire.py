@@ -10,7 +10,7 @@ docs/DESIGN.md ("A 16-bit wire") gives the semantics and why rounding does not a
 
 import tensorflow as tf
 
-from tf_contrib_easgd.variable_address import read_copy
+from tf_contrib_easgd.exchange.variable_address import read_copy
 
 #: The dtypes a wire may have, by name.
 WIRE_DTYPES = {"bfloat16": tf.bfloat16, "float16": tf.float16}

@@ -10,8 +10,8 @@ import uuid
 
 import tensorflow as tf
 
-from tf_contrib_easgd.graph_functions import define_function
-from tf_contrib_easgd.recovery import is_recoverable_error
+from tf_contrib_easgd.exchange.graph_functions import define_function
+from tf_contrib_easgd.job.recovery import is_recoverable_error
 
 #: The transport through TensorFlow's Send/Recv (needs `share_cluster_devices_in_session`).
 DIRECT = "direct"

@@ -20,7 +20,7 @@ import dataclasses
 import json
 import os
 
-from tf_contrib_easgd.cluster_resolver import (
+from tf_contrib_easgd.cluster.resolver import (
     PS,
     WORKER,
     ClusterConfigError,

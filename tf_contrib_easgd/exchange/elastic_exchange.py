@@ -10,12 +10,12 @@ import typing
 
 import tensorflow as tf
 
-from tf_contrib_easgd import wire as wire_format
-from tf_contrib_easgd.exchange_halves import ExchangeHalves, elastic_difference
-from tf_contrib_easgd.gating import branch_gates
-from tf_contrib_easgd.graph_functions import call_function, define_function, return_after
-from tf_contrib_easgd.task_groups import group_by_task
-from tf_contrib_easgd.variable_address import VariableAddress, is_addressable
+from tf_contrib_easgd.exchange import wire as wire_format
+from tf_contrib_easgd.exchange.gating import branch_gates
+from tf_contrib_easgd.exchange.graph_functions import call_function, define_function, return_after
+from tf_contrib_easgd.exchange.halves import ExchangeHalves, elastic_difference
+from tf_contrib_easgd.exchange.task_groups import group_by_task
+from tf_contrib_easgd.exchange.variable_address import VariableAddress, is_addressable
 
 
 class _TaskCalls(typing.NamedTuple):

@@ -1,23 +1,17 @@
-"""EASGD inside a `tf.estimator` model_fn (TensorFlow <= 2.15 with `tensorflow-estimator`).
-
-`ElasticAverageEstimatorHelper` turns a model_fn into an EASGD one; `global_step` counts
-exchanges, so `exchanges_for`, `count_workers` and `StopAtLocalStepHook` set the Estimator's
-limits in local steps; `session_config` gives the workers direct exchanges. docs/ESTIMATOR.md
-shows how. TensorFlow 2.16 and later have no `tf.estimator`: importing this module there
-raises an ImportError that says what to install.
-"""
+"""`ElasticAverageEstimatorHelper`: an Estimator's model_fn under EASGD, and the limits of
+an Estimator job in local steps (`tf_contrib_easgd.estimator` exports them)."""
 
 import tensorflow as tf
 
-from tf_contrib_easgd._local_steps import StopAtLocalStepHook, exchanges_for
-from tf_contrib_easgd.custom_getter import ElasticAverageCustomGetter
-from tf_contrib_easgd.optimizer import ElasticAverageOptimizer
-from tf_contrib_easgd.tf_config import (
+from tf_contrib_easgd.cluster.tf_config import (
     TRAINER_TYPES,
     count_workers,
     easgd_worker_index,
     session_config,
 )
+from tf_contrib_easgd.custom_getter import ElasticAverageCustomGetter
+from tf_contrib_easgd.estimator.local_steps import StopAtLocalStepHook, exchanges_for
+from tf_contrib_easgd.optimizer import ElasticAverageOptimizer
 
 __all__ = [
     "ElasticAverageEstimatorHelper",

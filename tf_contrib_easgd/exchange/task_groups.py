@@ -9,7 +9,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from tf_contrib_easgd.variable_address import is_addressable
+from tf_contrib_easgd.exchange.variable_address import is_addressable
 
 
 @dataclasses.dataclass

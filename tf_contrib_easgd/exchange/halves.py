@@ -9,7 +9,7 @@ benchmarks' copy-only exchange does). docs/DESIGN.md ("The exchange", "A 16-bit 
 
 import tensorflow as tf
 
-from tf_contrib_easgd import wire as wire_format
+from tf_contrib_easgd.exchange import wire as wire_format
 
 
 class ExchangeHalves:

@@ -10,11 +10,11 @@ import contextlib
 
 import tensorflow as tf
 
-from tf_contrib_easgd import wire as wire_format
-from tf_contrib_easgd.exchange_halves import elastic_difference
-from tf_contrib_easgd.gating import run_if
-from tf_contrib_easgd.task_groups import remote_target
-from tf_contrib_easgd.variable_address import read_copy
+from tf_contrib_easgd.exchange import wire as wire_format
+from tf_contrib_easgd.exchange.gating import run_if
+from tf_contrib_easgd.exchange.halves import elastic_difference
+from tf_contrib_easgd.exchange.task_groups import remote_target
+from tf_contrib_easgd.exchange.variable_address import read_copy
 
 QUEUE_NAME = "overlapped_exchange"
 

@@ -27,7 +27,7 @@ on a node listens on port `port_base + i` of that node. docs/SLURM.md shows how 
 import os
 import re
 
-from tf_contrib_easgd.cluster_resolver import PS, WORKER, ClusterConfigError, ClusterTask
+from tf_contrib_easgd.cluster.resolver import PS, WORKER, ClusterConfigError, ClusterTask
 
 PROCID = "SLURM_PROCID"
 NUM_TASKS = "SLURM_STEP_NUM_TASKS"
