@@ -94,8 +94,7 @@ def test_a_relative_link_reaches_its_file_and_anchor(path, number, target):
     if anchor:
         assert linked.suffix == ".md", f"{where}: {target} has an anchor into a non-Markdown file"
         assert anchor in anchors(linked), (
-            f"{where}: {target}: no heading of {linked.relative_to(ROOT)} has the anchor "
-            f"#{anchor}"
+            f"{where}: {target}: no heading of {linked.relative_to(ROOT)} has the anchor #{anchor}"
         )
 
 
