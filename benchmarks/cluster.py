@@ -42,7 +42,7 @@ class BenchError(RuntimeError):
 class _Process:
     """One child process and a thread that queues its answer lines."""
 
-    def __init__(self, name, argv, log_path):
+    def __init__(self, name, argv, log_path, environ=None):
         self.name = name
         self.log = open(log_path, "w")  # noqa: SIM115 - closed in stop().
         self.lines = queue.Queue()
@@ -53,7 +53,12 @@ class _Process:
             stdout=subprocess.PIPE,
             stderr=self.log,
             text=True,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"},
+            env={
+                **os.environ,
+                "TF_CPP_MIN_LOG_LEVEL": "2",
+                "PYTHONUNBUFFERED": "1",
+                **(environ or {}),
+            },
             preexec_fn=make_die_with_parent(),  # noqa: PLW1509 - only prctl, no locks taken.
         )
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -92,7 +97,23 @@ class _Process:
         self.log.close()
 
 
-class BenchCluster:
+class StopsOnExit:
+    """A context manager of processes: entering it runs `_start`, leaving it (or an error
+    in `_start`) runs `close`, which stops whatever was started."""
+
+    def __enter__(self):
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
+class BenchCluster(StopsOnExit):
     """`num_ps` parameter servers and `num_workers` workers, each in its own process.
 
     Use as a context manager; leaving it kills every process and deletes the namespace.
@@ -132,17 +153,6 @@ class BenchCluster:
         self.processes = []
         self.workers = []
         self.ready = {}  # Task name ("ps0", "worker1") -> its first answer.
-
-    def __enter__(self):
-        try:
-            self._start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
 
     def _start(self):
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -200,12 +210,7 @@ class BenchCluster:
 
     def cpu_seconds(self):
         """CPU time (user + system) the cluster's processes have used so far (Linux)."""
-        ticks = 0
-        for process in self.processes:
-            stat = pathlib.Path(f"/proc/{process.process.pid}/stat").read_text()
-            fields = stat.rsplit(")", 1)[1].split()  # After "pid (comm)": state is field 3.
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15.
-        return ticks / os.sysconf("SC_CLK_TCK")
+        return sum(process_cpu_secs(process.process.pid) for process in self.processes)
 
     def link_bytes(self, task):
         """`(sent, received)` bytes of the link of `task` ("ps0") so far; needs a `rate`."""
@@ -234,6 +239,13 @@ def _free_ports(count):
     finally:
         for sock in sockets:
             sock.close()
+
+
+def process_cpu_secs(pid):
+    """CPU time (user + system) process `pid` has used so far, from /proc/PID/stat (Linux)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # After "pid (comm)" the state is field 3; utime and stime are fields 14 and 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wall_time_in(seconds):
