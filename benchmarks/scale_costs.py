@@ -123,19 +123,26 @@ def _median_ratio(pairs):
     return statistics.median(ratios) if ratios else 1.0
 
 
+def window_others(results, window):
+    """The share of each pinned core (ps, workers) that the run's processes were not
+    charged for in `window` (other processes, the kernel's network work), or None where
+    not recorded. Idle time they fill costs the run nothing; at saturation, the kernel
+    gives each runnable process of a core an equal share (the model assumes whole cores)."""
+    pinned = results["pinning"]
+    if "cpus" not in window or pinned["ps"] is None:
+        return None
+    used = (sum(window["ps_cpu"]), window["hosts_cpu"])
+    cores = (int(pinned["ps"]), int(pinned["workers"]))
+    return [
+        max(0.0, window["cpus"][core] - mine) / window["seconds"]
+        for core, mine in zip(cores, used, strict=True)
+    ]
+
+
 def others_share(results):
-    """The median share of each pinned core (ps, workers) that the run's processes were
-    not charged for during the windows (other processes, the kernel's network work), or
-    None where not recorded (the model assumes whole cores)."""
-    pinned, shares = results["pinning"], []
-    for _, _, window in valid(results):
-        if "cpus" in window and pinned["ps"] is not None:
-            used = (sum(window["ps_cpu"]), window["hosts_cpu"])
-            cores = (int(pinned["ps"]), int(pinned["workers"]))
-            shares.append([
-                max(0.0, window["cpus"][core] - mine) / window["seconds"]
-                for core, mine in zip(cores, used, strict=True)
-            ])  # fmt: skip
+    """The medians over the windows of `window_others`, or None where not recorded."""
+    shares = [window_others(results, w) for _, _, w in valid(results)]
+    shares = [share for share in shares if share is not None]
     return [statistics.median(column) for column in zip(*shares, strict=True)] if shares else None
 
 

@@ -19,6 +19,7 @@ from benchmarks.scale_costs import (
     others_share,
     per_exchange,
     rate_name,
+    window_others,
     wire_bytes,
 )
 from tf_contrib_easgd.trainer.network import rate_bits_per_sec
@@ -64,25 +65,26 @@ def _pct(value):
     return f"{value * 100:+.0f} %"
 
 
-def window_table(rows):
+def window_table(results, rows):
     """Measured beside predicted, one row per window of one ps count and wire."""
     lines = [
         "| link | tau | W | exchanges/s | model | error | latency median / p99 (ms) | model "
         "mean | ps CPU ms/exchange | ps cores busy (model) | worker steps/s (model) | MB on "
-        "the ps links per exchange |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "the ps links per exchange | others' share of the cores: ps, workers |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in sorted(rows, key=lambda r: (r["rate"] or "", r["period"], r["workers"])):
         m, model = row["window"], row["model"]
         ps_ms, _ = per_exchange(m)
-        link = _link_mb(m, 1)
+        others = window_others(results, m)
+        others = "-" if others is None else f"{others[0]:.0%}, {others[1]:.0%}"
         lines.append(
             f"| {rate_name(row['rate'])} | {row['period']} | {row['workers']} | "
             f"{row['measured']:.1f} | {model.exchanges_per_sec:.1f} | {_pct(row['error'])} | "
             f"{ms(m['latency']['median'])} / {ms(m['latency']['p99'])} | "
             f"{ms(model.latency_secs)} | {ps_ms * 1e3:.1f} | {sum(m['ps_cpu']) / m['seconds']:.2f}"
             f" ({model.ps_cores_busy:.2f}) | {m['steps'] / m['workers'] / m['seconds']:.1f} "
-            f"({model.steps_per_sec:.1f}) | {link} |"
+            f"({model.steps_per_sec:.1f}) | {_link_mb(m, 1)} | {others} |"
         )
     return "\n".join(lines)
 
@@ -126,19 +128,15 @@ def memory_table(results):
     """The ps tasks' resident memory as workers start, per ps count and wire."""
     counts = results["plan"]["workers"]
     lines = [
-        "| ps tasks | wire | " + " | ".join(f"W={w}" for w in (0, *counts)) + " | after the "
-        f"windows | a ps's file descriptors (sockets) at W={max(counts)} |",
-        "|---|---|" + "---:|" * (len(counts) + 3),
-    ]
+        "| ps tasks | wire | " + " | ".join(f"W={w}" for w in (0, *counts))
+        + " | after the windows |",
+        "|---|---|" + "---:|" * (len(counts) + 2),
+    ]  # fmt: skip
     for pc in results["ps_counts"]:
-        if pc["round"]:
-            continue
-        fds = pc["fds"]["ps"][0]
-        lines.append(
-            f"| {pc['ps']} | {pc['wire'] or 'float32'} | "
-            + " | ".join(_held(pc["memory"][str(w)]) for w in (0, *counts))
-            + f" | {_held(pc['memory_after_windows'])} | {fds['all']} ({fds['sockets']}) |"
-        )
+        if pc["round"] == 0:
+            cells = [_held(pc["memory"][str(w)]) for w in (0, *counts)]
+            cells.append(_held(pc["memory_after_windows"]))
+            lines.append(f"| {pc['ps']} | {pc['wire'] or 'float32'} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
@@ -237,7 +235,7 @@ def block(results, plot_path):
             mine = [r for r in rows if r["ps"] == ps_tasks and r["wire"] == wire]
             if mine:
                 out += [f"**{ps_tasks} ps, {wire or 'float32'} wire:**", "",
-                        window_table(mine), ""]  # fmt: skip
+                        window_table(results, mine), ""]  # fmt: skip
     out += [
         "### What a job of many workers needs besides exchanges",
         "",
@@ -247,8 +245,9 @@ def block(results, plot_path):
     out += [
         "### Memory of the parameter servers",
         "",
-        "Resident set of the ps tasks used (MB, summed) as the workers start, then after "
-        "the windows:",
+        "Resident set of the ps tasks used (MB, summed), and in brackets what they still "
+        "held once glibc returned its free memory (`malloc_trim`), as the workers start, "
+        "then after the windows (the buffers of as many exchanges at once as workers):",
         "",
         memory_table(results),
         "",
