@@ -94,54 +94,59 @@ class Prediction:
 
 
 def _stations(cluster, costs, wire_bytes, period, compute_secs):
-    """(think time, CPU stations, link stations) of one worker's cycle of tau steps and
-    an exchange; a station is (demand, servers)."""
+    """(think time, stations) of one worker's cycle of tau steps and an exchange; a
+    station is (compute there, the exchange's time there, servers, is a link). Only the
+    cores every task shares hold compute; elsewhere it is think time."""
     p, w = cluster.ps_tasks, costs.worker_secs(wire_bytes, cluster.ps_tasks)
     w += period * costs.worker_step_secs
     ps = costs.ps_secs(wire_bytes, p)
-    think, cpus, links = period * compute_secs, [], []
+    think, stations = period * compute_secs, []
     if cluster.shared_cores:
-        cpus.append((think + w + p * ps, cluster.shared_cores))
+        stations.append((think, w + p * ps, cluster.shared_cores, False))
         think = 0.0
     else:
         if cluster.worker_pool_cores:
-            cpus.append((w, cluster.worker_pool_cores))
+            stations.append((0.0, w, cluster.worker_pool_cores, False))
         else:
             think += w
         if cluster.ps_pool_cores:
-            cpus.append((p * ps, cluster.ps_pool_cores))
+            stations.append((0.0, p * ps, cluster.ps_pool_cores, False))
         else:
-            cpus += [(ps, cluster.ps_cores)] * p
+            stations += [(0.0, ps, cluster.ps_cores, False)] * p
     if cluster.rate_bits:
         way = wire_bytes / p / (costs.link_efficiency * cluster.rate_bits / 8)
-        links = [(way, 1.0)] * (2 * p)  # Each ps link, in then out.
-    return think, cpus, links
+        stations += [(0.0, way, 1.0, True)] * (2 * p)  # Each ps link, in then out.
+    return think, stations
 
 
-def _mva(workers, think, cpus, links):
+def _mva(workers, think, stations):
     """Cycle time of `workers` customers by approximate mean value analysis: Schweitzer's
     fixed point, the customers another one finds at a station being (W - 1) / W of its
     mean queue q. A station of m >= 1 cores keeps a customer its demand D, and D / m for
     each customer it finds beyond the m - 1 it can serve beside it: D (1 + max(0, q' -
     m + 1) / m), exact when nobody waits and at saturation (m / D served per second);
     less than a core is one slower core (demand D / m). An exchange's bytes are copied as
-    they travel, so where links limit, its time at the CPUs and on the links overlap: the
-    longer counts."""
-    stations = [(d / m, 1.0) if m < 1 else (d, m) for d, m in cpus + links]
-    lengths = [workers / len(stations)] * len(stations) if stations else []
-    shrink, cycle = (workers - 1) / workers, think + sum(d for d, _ in stations)
+    they travel, so where links limit, its time at the CPUs and on the links overlap (the
+    longer counts); compute overlaps nothing."""
+    slow = [(c / m, x / m, 1.0, link) if m < 1 else (c, x, m, link) for c, x, m, link in stations]
+    lengths = [workers / len(slow)] * len(slow) if slow else []
+    shrink, cycle = (workers - 1) / workers, think + sum(c + x for c, x, _, _ in slow)
     for _ in range(_ITERATIONS):
-        times = [
-            d * (1 + max(0.0, q * shrink - m + 1) / m)
-            for (d, m), q in zip(stations, lengths, strict=True)
+        stretch = [
+            1 + max(0.0, q * shrink - m + 1) / m
+            for (_, _, m, _), q in zip(slow, lengths, strict=True)
         ]
-        cpu, link = sum(times[: len(cpus)]), sum(times[len(cpus) :])
-        previous, cycle = cycle, think + (max(cpu, link) if links else cpu)
-        lengths = [workers * t / cycle for t in times]
+        compute = sum(c * f for (c, _, _, _), f in zip(slow, stretch, strict=True))
+        cpu = sum(x * f for (_, x, _, link), f in zip(slow, stretch, strict=True) if not link)
+        wire = sum(x * f for (_, x, _, link), f in zip(slow, stretch, strict=True) if link)
+        previous, cycle = cycle, think + compute + max(cpu, wire)
+        lengths = [
+            workers * (c + x) * f / cycle for (c, x, _, _), f in zip(slow, stretch, strict=True)
+        ]
         if abs(cycle - previous) <= 1e-9 * cycle:
             break
-    bound = max((d / m for d, m in stations), default=0.0) * workers  # None busier than 1.
-    return max(cycle, bound)
+    busiest = max(((c + x) / m for c, x, m, _ in slow), default=0.0)  # None busier than 1.
+    return max(cycle, busiest * workers)
 
 
 def predict(cluster, costs, wire_bytes, period, compute_secs, overlap=False):
@@ -155,13 +160,14 @@ def predict(cluster, costs, wire_bytes, period, compute_secs, overlap=False):
         compute_secs: c, a local step's compute.
         overlap: the exchange runs beside the next tau steps (only the bounds apply).
     """
-    think, cpus, links = _stations(cluster, costs, wire_bytes, period, compute_secs)
+    think, stations = _stations(cluster, costs, wire_bytes, period, compute_secs)
     workers = cluster.workers
     if overlap:
         own = period * compute_secs + costs.worker_secs(wire_bytes, cluster.ps_tasks)
-        cycle = max(own, max((d / m for d, m in cpus + links), default=0.0) * workers)
+        busiest = max(((c + x) / m for c, x, m, _ in stations), default=0.0)
+        cycle = max(own, busiest * workers)
     else:
-        cycle = _mva(workers, think, cpus, links)
+        cycle = _mva(workers, think, stations)
     rate = workers / cycle
     ps_busy = rate * cluster.ps_tasks * costs.ps_secs(wire_bytes, cluster.ps_tasks)
     link = 0.0

@@ -19,6 +19,7 @@ docs/SCALING.md shows the results beside the cost model (`cost_model.py`).
 import json
 import os
 import pathlib
+import sys
 import tempfile
 import time
 
@@ -270,6 +271,7 @@ def untuned_constants(logs, netns, log):
 
 
 def main(argv):
+    del argv  # Unused: run_record takes the whole command line.
     quick = FLAGS.quick
     default_out = pathlib.Path(tempfile.gettempdir()) / "easgd-bench-scale-quick"
     out = pathlib.Path(FLAGS.out or (default_out if quick else ROOT / "benchmarks" / "results"))
@@ -287,7 +289,7 @@ def main(argv):
     if reason:
         plan["rates"] = plan["bf16_rates"] = (None,)
     results = {
-        **run_record("benchmarks.scale", argv, quick),
+        **run_record("benchmarks.scale", sys.argv, quick),
         "model": MODEL,
         "plan": plan,
         "netns": reason is None,

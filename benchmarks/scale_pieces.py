@@ -26,7 +26,8 @@ CALL_TIMEOUT_SECS = 600.0
 CHIEF_DELAY_SECS = 3.0
 #: Exchanges each worker takes in `job` before it finishes.
 JOB_EXCHANGES = 3
-LEDGER_SECS = 3.0
+#: The ledger's windows: several of the longest poll interval (1.28 s at 64 workers).
+LEDGER_SECS = 6.0
 CHECKPOINT_REPEATS = 3
 
 
@@ -99,7 +100,7 @@ def ledger(cluster, workers, poll, log):
     container = f"l{os.getpid()}w{workers}{poll or 'write'}"
     common = {"num_workers": workers, "container": container}
     cluster.call(0, "ledger_load", CALL_TIMEOUT_SECS, workers=[0], **common)
-    start_at = wall_time_in(1.0)
+    start_at = wall_time_in(5.0)  # After every session and its first poll.
 
     def cpu():
         time.sleep(max(0.0, start_at - time.time()))

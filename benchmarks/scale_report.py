@@ -89,6 +89,24 @@ def window_table(results, rows):
     return "\n".join(lines)
 
 
+def _not_measured(results, ps_tasks, wire):
+    """A line naming the windows of `ps_tasks` and `wire` that were not run or not kept."""
+    skipped, short = [], []
+    for pc in results["ps_counts"]:
+        if pc["ps"] == ps_tasks and pc["wire"] == wire:
+            skipped += [f"{rate_name(k['rate'])} tau {k['period']} W={k['workers']}"
+                        for k in pc.get("skipped", [])]  # fmt: skip
+            short += [f"{rate_name(w['rate'])} tau {w['period']} W={w['workers']}"
+                      for w in pc["windows"] if w["exchanges"] < w["workers"]]  # fmt: skip
+    lines = []
+    if skipped:
+        lines.append(f"Not run (three of a worker's cycles longer than the longest window): "
+                     f"{', '.join(skipped)}.")  # fmt: skip
+    if short:
+        lines.append(f"Run, not kept (fewer exchanges than workers): {', '.join(short)}.")
+    return [" ".join(lines), ""] if lines else []
+
+
 def costs_table(results, by_wire, factors):
     """The constants pass, and the costs derived from it."""
     lines = [
@@ -236,6 +254,7 @@ def block(results, plot_path):
             if mine:
                 out += [f"**{ps_tasks} ps, {wire or 'float32'} wire:**", "",
                         window_table(results, mine), ""]  # fmt: skip
+            out += _not_measured(results, ps_tasks, wire)
     out += [
         "### What a job of many workers needs besides exchanges",
         "",
