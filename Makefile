@@ -119,6 +119,16 @@ bench-tuning: $(BENCH_STAMP)
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m benchmarks.tuning --out=benchmarks/results \
 	  --report=docs/TUNING.md
 
+# `make bench-scale` (~20 min) runs the scale harness of docs/SCALING.md (benchmarks/scale.py):
+# 2 to 64 workers against 1, 2 and 4 ps tasks, the cost model beside every point, and what a
+# 64-worker job needs besides exchanges; it rewrites benchmarks/results/scale.* and the
+# generated block of docs/SCALING.md. Never part of `make test` (tests/test_scale.py runs its
+# --quick smoke run). Shaped links need root, `ip netns` and `tc`; without them, unshaped.
+.PHONY: bench-scale
+bench-scale: $(BENCH_STAMP)
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m benchmarks.scale --out=benchmarks/results \
+	  --report=docs/SCALING.md
+
 # The chaos soak (soak/, docs/RELIABILITY.md "Chaos soak"); never part of `make test`. About
 # 11 min: 1 ps + 3 workers of easgd-train, each in a network namespace of its own, under a
 # seeded schedule of 20 faults (kills and restarts, SIGSTOP/SIGCONT, cut links); it prints

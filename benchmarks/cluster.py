@@ -98,7 +98,23 @@ class _Process:
         self.log.close()
 
 
-class BenchCluster:
+class StopsOnExit:
+    """A context manager of processes: entering it runs `_start`, leaving it (or an error
+    in `_start`) runs `close`, which stops whatever was started."""
+
+    def __enter__(self):
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
+class BenchCluster(StopsOnExit):
     """`num_ps` parameter servers and `num_workers` workers, each in its own process.
 
     Use as a context manager; leaving it kills every process and deletes the namespace.
@@ -147,17 +163,6 @@ class BenchCluster:
         self.ready = {}  # Task name ("ps0", "worker1") -> its first answer.
         self.environ = freed_memory.environment() if reuse_freed_memory else {}
         self.cpus = cpus or {}
-
-    def __enter__(self):
-        try:
-            self._start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
 
     def _start(self):
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -268,6 +273,11 @@ def _free_ports(count):
     finally:
         for sock in sockets:
             sock.close()
+
+
+def process_cpu_secs(pid):
+    """CPU time (user + system) process `pid` has used so far (Linux)."""
+    return process_stat(pid)["cpu_secs"]
 
 
 def wall_time_in(seconds):

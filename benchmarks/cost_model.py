@@ -1,21 +1,28 @@
-"""A model of the time of a local step of each algorithm on a ps/worker network, and its fit.
+"""A cost model of a ps/worker cluster: exchanges per second, their latency, a local step.
 
-The time of a worker's local step, from: c, its compute time (measured: `local`); B, the
-model's bytes; b, the bytes a worker moves per local step (2B for async and sync, 2B/tau for
-EASGD); the payload bandwidth of a link, e * rate / 8; the fan-in of the parameter servers,
-W workers on P ps links; and k, the CPU time a worker spends per byte moved (serialising,
-copying). Links are full duplex and each moves half of b each way.
+A worker's cycle is tau local steps of compute c, then an exchange: the worker sends its
+values and receives the centre, `wire_bytes` each way (the model's parameters at 4 bytes,
+or 2 on a 16-bit wire), split evenly over the P ps tasks, one call each. What an exchange
+costs, besides the wait it causes (`Costs`, measured by `make bench-scale`):
 
-- local: c.
-- async, easgd-tau: a worker computes, then waits for its transfers:
-  max(c + k b + b / bw, W b / (2 P bw)), the second term the ps links' limit.
-- easgd-tau-overlap: transfers travel during the next tau steps:
-  max(c + k b, b / bw, W b / (2 P bw)).
-- sync: every worker sends, then reads, at once: c + k b + max(b / bw, W b / (P bw)).
+- CPU on the worker, `worker_call_secs` per call plus `worker_byte_secs` per byte moved
+  (sent plus received), and `worker_step_secs` of overhead per local step;
+- CPU on each ps task, `ps_call_secs` per call plus `ps_byte_secs` per byte served;
+- on a rate-limited link, each direction of each ps task's link carries `wire_bytes / P`
+  at `link_efficiency` x rate / 8 bytes per second (full duplex).
 
-`fit` chooses k and e that best match measured step times (least squares of the logs,
-on a grid); `step_time` then predicts other networks and cluster sizes. docs: BENCHMARKS.md
-section 6.
+Where the tasks run (`Cluster`): each on a machine of its own (a ps task with `ps_cores`),
+or sharing cores: the workers' exchanges on `worker_pool_cores` and the ps tasks on
+`ps_pool_cores` (the scale harness pins them so), or every task, compute included, on
+`shared_cores` (the 2-core box of BENCHMARKS.md section 5). The cluster is a closed
+queueing network, solved by approximate mean value analysis (`_mva`): the CPU pools and
+the links queue, compute and a worker's own CPU (on its own machine) are plain delays, and where
+links limit, an exchange's CPU overlaps its transfer (bytes are copied as they travel).
+Its limits are the bounds: no resource busy more than all of the time.
+The overlapped exchange (`-overlap`) runs beside the next tau steps, so only the bounds
+apply to it. docs/SCALING.md checks the model against the harness and derives the rule
+for the number of ps tasks; BENCHMARKS.md section 6 fits the link efficiency on the
+shaped network.
 """
 
 import dataclasses
@@ -27,99 +34,226 @@ import numpy as np
 _EASGD = re.compile(
     r"^easgd-(\d+)(?:-alpha[0-9.a-z]+)?(?:-rho[0-9.a-z]+)?(-overlap)?(-bf16|-fp16)?$"
 )
-#: The grid of the fit: CPU nanoseconds per byte, and link efficiencies.
-K_GRID_NS = np.concatenate([[0.0], np.geomspace(0.05, 50.0, 400)])
-E_GRID = np.linspace(0.5, 1.0, 101)
+E_GRID = np.linspace(0.3, 1.0, 141)
+_ITERATIONS = 500
 
 
 @dataclasses.dataclass(frozen=True)
-class Network:
-    """Where the workers run.
+class Costs:
+    """What an exchange costs besides its wait; seconds (per call, per byte, per step)."""
+
+    worker_call_secs: float = 0.0
+    worker_byte_secs: float = 0.0
+    ps_call_secs: float = 0.0
+    ps_byte_secs: float = 0.0
+    worker_step_secs: float = 0.0
+    link_efficiency: float = 1.0
+
+    def worker_secs(self, wire_bytes, ps_tasks):
+        """A worker's CPU for one exchange: a call per ps task, and every byte both ways."""
+        return ps_tasks * self.worker_call_secs + 2 * wire_bytes * self.worker_byte_secs
+
+    def ps_secs(self, wire_bytes, ps_tasks):
+        """One ps task's CPU for one exchange: its call, and its share of the bytes."""
+        return self.ps_call_secs + 2 * wire_bytes / ps_tasks * self.ps_byte_secs
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """Where the tasks run.
 
     Attributes:
-        rate_bits: line rate of every task's link, bits per second.
+        rate_bits: line rate of the ps tasks' links (bits/s); None: not a limit (the
+            bytes cost CPU only, as on loopback).
         workers: W.
-        ps_tasks: P, the parameter servers sharing the centre (and the fan-in) evenly.
+        ps_tasks: P.
+        ps_cores: the cores of each ps task, on a machine of its own.
+        ps_pool_cores: if set, the cores all the ps tasks share instead.
+        worker_pool_cores: if set, the cores all the workers' exchanges (and step
+            overheads) share; else each worker has its own.
+        shared_cores: if set, every task and the workers' compute share these cores.
     """
 
-    rate_bits: float
+    rate_bits: float | None
     workers: int
     ps_tasks: int = 1
+    ps_cores: float = 1.0
+    ps_pool_cores: float | None = None
+    worker_pool_cores: float | None = None
+    shared_cores: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
-class Fit:
-    """The fitted constants: CPU seconds per byte moved (k) and link efficiency (e)."""
+class Prediction:
+    """Exchanges/s served, one exchange's mean latency, a worker's steps/s, and how busy
+    the ps tasks' CPU is (cores) and each ps link is (share of its rate, each way)."""
 
-    cpu_secs_per_byte: float
-    link_efficiency: float
+    exchanges_per_sec: float
+    latency_secs: float
+    steps_per_sec: float
+    ps_cores_busy: float
+    link_busy: float
 
 
-def bytes_per_step(config, model_bytes):
-    """b: the bytes a worker sends plus receives per local step under `config`."""
-    if config == "local":
-        return 0.0
-    if config in ("async", "sync"):
-        return 2.0 * model_bytes
+def _stations(cluster, costs, wire_bytes, period, compute_secs):
+    """(think time, stations) of one worker's cycle of tau steps and an exchange; a
+    station is (compute there, the exchange's time there, servers, is a link). Only the
+    cores every task shares hold compute; elsewhere it is think time."""
+    p, w = cluster.ps_tasks, costs.worker_secs(wire_bytes, cluster.ps_tasks)
+    w += period * costs.worker_step_secs
+    ps = costs.ps_secs(wire_bytes, p)
+    think, stations = period * compute_secs, []
+    if cluster.shared_cores:
+        stations.append((think, w + p * ps, cluster.shared_cores, False))
+        think = 0.0
+    else:
+        if cluster.worker_pool_cores:
+            stations.append((0.0, w, cluster.worker_pool_cores, False))
+        else:
+            think += w
+        if cluster.ps_pool_cores:
+            stations.append((0.0, p * ps, cluster.ps_pool_cores, False))
+        else:
+            stations += [(0.0, ps, cluster.ps_cores, False)] * p
+    if cluster.rate_bits:
+        way = wire_bytes / p / (costs.link_efficiency * cluster.rate_bits / 8)
+        stations += [(0.0, way, 1.0, True)] * (2 * p)  # Each ps link, in then out.
+    return think, stations
+
+
+def _mva(workers, think, stations):
+    """Cycle time of `workers` customers by approximate mean value analysis: Schweitzer's
+    fixed point, the customers another one finds at a station being (W - 1) / W of its
+    mean queue q. A station of m >= 1 cores keeps a customer its demand D, and D / m for
+    each customer it finds beyond the m - 1 it can serve beside it: D (1 + max(0, q' -
+    m + 1) / m), exact when nobody waits and at saturation (m / D served per second);
+    less than a core is one slower core (demand D / m). An exchange's bytes are copied as
+    they travel, so where links limit, its time at the CPUs and on the links overlap (the
+    longer counts); compute overlaps nothing."""
+    slow = [(c / m, x / m, 1.0, link) if m < 1 else (c, x, m, link) for c, x, m, link in stations]
+    lengths = [workers / len(slow)] * len(slow) if slow else []
+    shrink, cycle = (workers - 1) / workers, think + sum(c + x for c, x, _, _ in slow)
+    for _ in range(_ITERATIONS):
+        stretch = [
+            1 + max(0.0, q * shrink - m + 1) / m
+            for (_, _, m, _), q in zip(slow, lengths, strict=True)
+        ]
+        compute = sum(c * f for (c, _, _, _), f in zip(slow, stretch, strict=True))
+        cpu = sum(x * f for (_, x, _, link), f in zip(slow, stretch, strict=True) if not link)
+        wire = sum(x * f for (_, x, _, link), f in zip(slow, stretch, strict=True) if link)
+        previous, cycle = cycle, think + compute + max(cpu, wire)
+        lengths = [
+            workers * (c + x) * f / cycle for (c, x, _, _), f in zip(slow, stretch, strict=True)
+        ]
+        if abs(cycle - previous) <= 1e-9 * cycle:
+            break
+    busiest = max(((c + x) / m for c, x, m, _ in slow), default=0.0)  # None busier than 1.
+    return max(cycle, busiest * workers)
+
+
+def predict(cluster, costs, wire_bytes, period, compute_secs, overlap=False):
+    """The `Prediction` for W workers exchanging `wire_bytes` each way every `period` steps.
+
+    Args:
+        cluster: a `Cluster`.
+        costs: the `Costs`.
+        wire_bytes: the bytes an exchange sends (and receives).
+        period: tau, local steps per exchange.
+        compute_secs: c, a local step's compute.
+        overlap: the exchange runs beside the next tau steps (only the bounds apply).
+    """
+    think, stations = _stations(cluster, costs, wire_bytes, period, compute_secs)
+    workers = cluster.workers
+    if overlap:
+        own = period * compute_secs + costs.worker_secs(wire_bytes, cluster.ps_tasks)
+        busiest = max(((c + x) / m for c, x, m, _ in stations), default=0.0)
+        cycle = max(own, busiest * workers)
+    else:
+        cycle = _mva(workers, think, stations)
+    rate = workers / cycle
+    ps_busy = rate * cluster.ps_tasks * costs.ps_secs(wire_bytes, cluster.ps_tasks)
+    link = 0.0
+    if cluster.rate_bits:
+        link = rate * wire_bytes / cluster.ps_tasks / (cluster.rate_bits / 8)
+    return Prediction(rate, cycle - period * compute_secs, period / cycle, ps_busy, link)
+
+
+def config_exchange(config, model_bytes):
+    """(wire bytes, period, overlap) of a configuration of BENCHMARKS.md; async SGD moves
+    the model each way every step, as `easgd-1` does."""
+    if config == "async":
+        return model_bytes, 1, False
     match = _EASGD.match(config)
     if match is None:
         raise ValueError(f"the cost model has no formula for configuration {config!r}")
-    wire = 0.5 if match.group(3) else 1.0  # A 16-bit wire moves half the bytes.
-    return 2.0 * model_bytes * wire / int(match.group(1))
+    wire = model_bytes / 2 if match.group(3) else model_bytes
+    return wire, int(match.group(1)), bool(match.group(2))
 
 
-def step_time(config, compute_secs, model_bytes, network, fit):
-    """Predicted seconds per local step of a worker under `config` on `network`."""
-    b = bytes_per_step(config, model_bytes)
-    if b == 0.0:
+def step_time(config, compute_secs, model_bytes, cluster, costs):
+    """Predicted seconds per local step of a worker under `config` (`local`, `async`,
+    `sync`, `easgd-TAU[-overlap][-bf16]`) on `cluster`."""
+    if config == "local":
         return compute_secs
-    bandwidth = fit.link_efficiency * network.rate_bits / 8.0
-    cpu = compute_secs + fit.cpu_secs_per_byte * b
-    fan_in = network.workers * b / (2.0 * network.ps_tasks * bandwidth)
-    if config == "sync":
-        return cpu + max(b / bandwidth, 2.0 * fan_in)
-    if "-overlap" in config:
-        return max(cpu, b / bandwidth, fan_in)
-    return max(cpu + b / bandwidth, fan_in)
+    if config == "sync":  # Everyone sends, the ps applies, then everyone reads, at once.
+        p = cluster.ps_tasks
+        cpu = costs.worker_secs(model_bytes, p) + p * costs.ps_secs(model_bytes, p)
+        wire = 0.0
+        if cluster.rate_bits:
+            bandwidth = costs.link_efficiency * cluster.rate_bits / 8
+            wire = 2 * model_bytes / bandwidth * max(1.0, cluster.workers / p)
+        return compute_secs + cpu + wire
+    wire_bytes, period, overlap = config_exchange(config, model_bytes)
+    predicted = predict(cluster, costs, wire_bytes, period, compute_secs, overlap)
+    return 1.0 / predicted.steps_per_sec
 
 
-def fit(measurements, model_bytes):
-    """Fits k and e to `measurements`: (config, compute secs, `Network`, measured secs)."""
-    best, best_error = None, math.inf
-    for k_ns in K_GRID_NS:
-        for efficiency in E_GRID:
-            candidate = Fit(k_ns * 1e-9, float(efficiency))
-            error = sum(
-                (math.log(step_time(c, compute, model_bytes, net, candidate)) - math.log(t)) ** 2
-                for c, compute, net, t in measurements
-            )
-            if error < best_error:
-                best, best_error = candidate, error
+def fit_link_efficiency(measurements, model_bytes, costs):
+    """`costs` with the link efficiency that best matches `measurements`, (config, compute
+    secs, `Cluster`, measured secs per step) (least squares of the logs, on a grid)."""
+    best, best_error = costs, math.inf
+    for efficiency in E_GRID:
+        candidate = dataclasses.replace(costs, link_efficiency=float(efficiency))
+        error = sum(
+            (math.log(step_time(c, compute, model_bytes, net, candidate)) - math.log(t)) ** 2
+            for c, compute, net, t in measurements
+        )
+        if error < best_error:
+            best, best_error = candidate, error
     return best
 
 
-def scaling_limit(config, compute_secs, model_bytes, network, fit, slowdown=0.9):
+def scaling_limit(config, compute_secs, model_bytes, cluster, costs, slowdown=0.9):
     """The fewest workers at which a worker's steps/s falls below `slowdown` times its
     speed with one worker on the same links; None if not below 100,000."""
+
+    def slow(workers):
+        grown = dataclasses.replace(cluster, workers=workers)
+        return step_time(config, compute_secs, model_bytes, grown, costs) * slowdown > alone
+
     alone = step_time(
-        config, compute_secs, model_bytes, dataclasses.replace(network, workers=1), fit
+        config, compute_secs, model_bytes, dataclasses.replace(cluster, workers=1), costs
     )
     low, high = 1, 100_000
-    if (
-        step_time(
-            config, compute_secs, model_bytes, dataclasses.replace(network, workers=high), fit
-        )
-        * slowdown
-        <= alone
-    ):
+    if not slow(high):
         return None
     while low < high:  # Step time grows with W: the first W past the bound.
         middle = (low + high) // 2
-        grown = step_time(
-            config, compute_secs, model_bytes, dataclasses.replace(network, workers=middle), fit
-        )
-        if grown * slowdown > alone:
-            high = middle
-        else:
-            low = middle + 1
+        low, high = (low, middle) if slow(middle) else (middle + 1, high)
     return low
+
+
+def ps_tasks_needed(workers, wire_bytes, period, compute_secs, costs, rate_bits, ps_cores,
+                    busy=0.8):  # fmt: skip
+    """The fewest ps tasks (machines of `ps_cores` cores, links of `rate_bits`) that serve
+    `workers` exchanging every `period` steps of `compute_secs` with every ps resource at
+    most `busy` of the time: P >= W f B / (busy e R / 8) for the links, and
+    P >= W f (P a + 2 B k) / (busy n) for the CPU, f = 1 / (tau c) exchanges/s a worker
+    offers (docs/SCALING.md, "The rule"). None if no P does (the calls alone saturate)."""
+    offered = workers / (period * compute_secs)
+    link = offered * wire_bytes / (busy * costs.link_efficiency * rate_bits / 8)
+    spare = busy * ps_cores - offered * costs.ps_call_secs
+    if spare <= 0:
+        return None
+    cpu = offered * 2 * wire_bytes * costs.ps_byte_secs / spare
+    return max(1, math.ceil(max(link, cpu) - 1e-9))

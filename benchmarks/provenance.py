@@ -1,14 +1,17 @@
 """Where the benchmarks' numbers come from: the checkout's revision and the machine.
 
-`run.py` and `tuning.py` record both in their results; the reports (`report.py`,
-`tuning_report.py`) print the revision with `revision_text`.
+`run.py`, `tuning.py` and `scale.py` record both in their results (`run_record`); the
+reports (`report.py`, `tuning_report.py`, `scale_report.py`) print the revision with
+`revision_text`. `RunLog` is a driver's progress log.
 """
 
 import importlib.metadata
 import os
 import pathlib
 import platform
+import shlex
 import subprocess
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -76,3 +79,47 @@ def revision_text(revision, limit=6):
         more = f" and {len(changed) - limit} more" if len(changed) > limit else ""
         text += f" with uncommitted changes to {shown}{more}"
     return text
+
+
+def run_record(module, argv, quick):
+    """The provenance a results file starts with: the command, revision, date, machine
+    and load average before the run."""
+    return {
+        "command": " ".join(shlex.quote(a) for a in ["python", "-m", module, *argv[1:]]),
+        "revision": source_revision(),
+        "quick": quick,
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "machine": machine(),
+        "load_before": os.getloadavg(),
+    }
+
+
+class RunLog:
+    """A driver's progress log: each line printed with the seconds since the start, and kept."""
+
+    def __init__(self):
+        self.started = time.time()
+        self.lines = []
+
+    def __call__(self, message):
+        line = f"[{time.time() - self.started:6.0f} s] {message}"
+        print(line, flush=True)
+        self.lines.append(line)
+
+
+def write_generated_block(report_path, template, begin, end, block):
+    """Writes `block` (from `begin` to `end`) into `report_path` between its markers,
+    keeping its text around them; a new report starts from `template` (the checkout's
+    report) if that exists, else holds the block alone."""
+    report_path, template = pathlib.Path(report_path), pathlib.Path(template)
+    if report_path.is_file():
+        text = report_path.read_text()
+    elif template.is_file():
+        text = template.read_text()
+    else:
+        text = f"{begin}\n{end}\n"
+    head, found_begin, rest = text.partition(begin)
+    _, found_end, tail = rest.partition(end)
+    if not (found_begin and found_end):
+        head, tail = text.rstrip() + "\n\n", "\n"
+    report_path.write_text(head + block + tail)

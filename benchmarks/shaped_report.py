@@ -5,9 +5,11 @@ time to accuracy at the first rate, the cost model fitted on those runs (predict
 measured), its predictions for larger clusters, and the two plots.
 """
 
+import json
+import pathlib
 import statistics
 
-from benchmarks import cost_model, shaped
+from benchmarks import cost_model, shaped, specs
 from benchmarks.plots import PLOT_DPI
 from benchmarks.tables import (
     accuracy_summary,
@@ -19,11 +21,15 @@ from benchmarks.tables import (
 )
 from tf_contrib_easgd.trainer.network import rate_bits_per_sec
 
+#: Where `make bench-scale` writes the CPU costs that the cost model uses here.
+SCALE_RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "scale.json"
 #: The larger clusters the cost model predicts: link rates (bits/s), ps tasks, workers.
 PREDICTED_RATES = (10e9, 25e9)
 PREDICTED_PS = (1, 4)
 PREDICTED_WORKERS = (8, 64, 256)
 PREDICTED_CONFIGS = ("async", "sync", "easgd-10", "easgd-64", "easgd-10-overlap")
+#: The cores of each ps task's machine in those predictions (docs/SCALING.md's rule).
+PREDICTED_PS_CORES = 4
 
 
 def rate_text(rate):
@@ -32,25 +38,48 @@ def rate_text(rate):
     return f"{bits / 1e9:g} Gbit/s" if bits >= 1e9 else f"{bits / 1e6:g} Mbit/s"
 
 
-def _measurements(shaped_results, model_bytes):
-    """(config, compute secs, Network, measured secs per step) of every shaped median."""
-    rows = []
+def _box(results, rate, workers):
+    """The shaped runs' cluster as the cost model sees it: 1 ps + W workers, every task and
+    the workers' compute on the machine's cores."""
+    cores = results.get("machine", {}).get("cores") or 2
+    return cost_model.Cluster(rate_bits_per_sec(rate), workers, 1, shared_cores=cores)
+
+
+def _measurements(results, model_bytes):
+    """(config, compute secs, Cluster, measured secs per step) of every shaped median."""
+    shaped_results, rows = results["shaped"], []
     for rate, measured in shaped_results["rates"].items():
         summary = summarize_throughput(measured["throughput"])
         compute = 1.0 / summary["local"][0]
-        network = cost_model.Network(rate_bits_per_sec(rate), shaped_results["workers"])
+        cluster = _box(results, rate, shaped_results["workers"])
         rows += [
-            (config, compute, network, 1.0 / median)
+            (config, compute, cluster, 1.0 / median)
             for config, (median, _, _) in summary.items()
             if config != "local" and median > 0
         ]
     return rows
 
 
-def fitted(shaped_results, params):
-    """The cost model's `Fit` on the shaped runs."""
+def measured_costs(path=SCALE_RESULTS):
+    """The CPU of an exchange as `make bench-scale` measured it (`path`, its results) in
+    processes that leave the C allocator as it is, as this suite's do: per byte moved on
+    the worker and served on the ps (`Costs`); no CPU at all where it has not run."""
+    try:
+        row = json.loads(pathlib.Path(path).read_text())["constants_untuned"]
+    except (OSError, KeyError, ValueError):
+        return cost_model.Costs(), None
+    moved = 2 * 4 * specs.MODELS[row["model"]].num_params * row["exchanges"]
+    costs = cost_model.Costs(
+        worker_byte_secs=row["hosts_cpu"] / moved, ps_byte_secs=sum(row["ps_cpu"]) / moved
+    )
+    return costs, json.loads(pathlib.Path(path).read_text())["revision"]["commit"]
+
+
+def fitted(results, params):
+    """The cost model's `Costs` for the shaped runs: the measured CPU, the fitted link."""
     model_bytes = 4.0 * params
-    return cost_model.fit(_measurements(shaped_results, model_bytes), model_bytes)
+    costs, _ = measured_costs()
+    return cost_model.fit_link_efficiency(_measurements(results, model_bytes), model_bytes, costs)
 
 
 def targets(results):
@@ -147,7 +176,7 @@ def _seconds(value):
     return "not reached" if value is None else f"{value:.1f} s"
 
 
-def throughput_table(by_config, params, fit, network):
+def throughput_table(by_config, params, fit, cluster):
     """Steps/s, bytes on the ps's link and the model's prediction, one row per config."""
     summary = summarize_throughput(by_config)
     local = summary["local"][0]
@@ -162,7 +191,7 @@ def throughput_table(by_config, params, fit, network):
         runs = by_config[config]
         link = statistics.median(shaped.link_bytes_per_step(run) for run in runs) / 1e6
         theory = theory_bytes(config.removesuffix("-overlap"), params) or 0.0
-        predicted = 1.0 / cost_model.step_time(config, 1.0 / local, 4.0 * params, network, fit)
+        predicted = 1.0 / cost_model.step_time(config, 1.0 / local, 4.0 * params, cluster, fit)
         per_round = per_round_ratio(by_config, config, "async")
         lines.append(
             f"| {config} | {median:.2f} | {low:.2f} | {high:.2f} | {median / local:.2f} | "
@@ -193,12 +222,11 @@ def prediction_table(compute_secs, params, fit, rate):
         for ps_tasks in PREDICTED_PS:
             cells = []
             for workers in PREDICTED_WORKERS:
-                network = cost_model.Network(rate, workers, ps_tasks)
-                step = cost_model.step_time(config, compute_secs, 4.0 * params, network, fit)
+                cluster = cost_model.Cluster(rate, workers, ps_tasks, ps_cores=PREDICTED_PS_CORES)
+                step = cost_model.step_time(config, compute_secs, 4.0 * params, cluster, fit)
                 cells.append(f"{1.0 / step:.1f}")
-            limit = cost_model.scaling_limit(
-                config, compute_secs, 4.0 * params, cost_model.Network(rate, 1, ps_tasks), fit
-            )
+            one = cost_model.Cluster(rate, 1, ps_tasks, ps_cores=PREDICTED_PS_CORES)
+            limit = cost_model.scaling_limit(config, compute_secs, 4.0 * params, one, fit)
             lines.append(
                 f"| {config} | {ps_tasks} | {' | '.join(cells)} | "
                 f"{'beyond 100,000' if limit is None else f'{limit:,}'} |"
@@ -217,11 +245,11 @@ def render(results, plots, pinned=()):
     model = shaped_results["model"]
     params = results["models"][model]["params"]
     workers = shaped_results["workers"]
-    fit = fitted(shaped_results, params)
+    fit = fitted(results, params)
     out += [_STATIC_SHAPED.format(workers=workers), ""]
     for rate, measured in shaped_results["rates"].items():
         rounds = len(next(iter(measured["throughput"].values())))
-        network = cost_model.Network(rate_bits_per_sec(rate), workers)
+        network = _box(results, rate, workers)
         out += [
             f"**{rate_text(rate)} per task**, {model} ({params:,} parameters, "
             f"{4 * params / 1e6:.1f} MB), 1 ps + {workers} workers, {rounds} interleaved rounds:",
@@ -251,9 +279,7 @@ def render(results, plots, pinned=()):
     out += [
         "## 6. A cost model, and larger clusters",
         "",
-        _STATIC_MODEL.format(
-            k=fit.cpu_secs_per_byte * 1e9, e=fit.link_efficiency, compute=1e3 / local
-        ),
+        _model_text(fit, 1e3 / local),
         "",
     ]
     for rate in PREDICTED_RATES:
@@ -277,7 +303,7 @@ def plot_throughput(results, path):
 
     shaped_results = results["shaped"]
     params = results["models"][shaped_results["model"]]["params"]
-    fit = fitted(shaped_results, params)
+    fit = fitted(results, params)
     workers = shaped_results["workers"]
     rates = list(shaped_results["rates"])
     summaries = {r: summarize_throughput(shaped_results["rates"][r]["throughput"]) for r in rates}
@@ -292,7 +318,7 @@ def plot_throughput(results, path):
         model = [
             1.0
             / cost_model.step_time(
-                config, compute, 4.0 * params, cost_model.Network(bits, workers), fit
+                config, compute, 4.0 * params, _box(results, f"{bits:.0f}bit", workers), fit
             )
             for bits in grid
         ]
@@ -365,25 +391,36 @@ of this machine's two cores, and the ps shares them; with 4 workers each would h
 core, which would measure the CPU rather than the network, so this machine measures 2 and
 the cost model (section 6) goes beyond. `--workers` sets another count."""
 
+
+def _model_text(fit, compute_ms):
+    """Section 6's explanation, with the costs used and the fitted link efficiency."""
+    _, commit = measured_costs()
+    where = (
+        f"measured by `make bench-scale` at commit {commit} (processes that leave the C "
+        "allocator as it is, as these do)"
+        if commit
+        else "not measured (benchmarks/results/scale.json is missing: the model counts no CPU)"
+    )
+    return _STATIC_MODEL.format(
+        worker=fit.worker_byte_secs * 1e9, ps=fit.ps_byte_secs * 1e9, where=where,
+        e=fit.link_efficiency, compute=compute_ms, cores=PREDICTED_PS_CORES,
+    )  # fmt: skip
+
+
 _STATIC_MODEL = """\
-`benchmarks/cost_model.py` predicts the time of a local step from the compute time c
-(`local`), the model's bytes B, the bytes b a worker moves per step (2B for async and
-sync, 2B/tau for EASGD), each link's payload bandwidth e x rate / 8, the ps's fan-in (W
-workers on P ps links, full duplex) and k, the CPU time a worker spends per byte moved:
-
-- async and `easgd-tau`: max(c + k b + b / bw, W b / (2 P bw)), the second term the ps's
-  link full;
-- `easgd-tau-overlap`: max(c + k b, b / bw, W b / (2 P bw)), transfers hidden behind the
-  next tau steps;
-- sync: c + k b + max(b / bw, W b / (P bw)), everyone sending, then reading, at once.
-
-Fitted on the runs of section 5 (least squares of log step times): k = {k:.2f} ns per byte,
-e = {e:.2f}; the "model steps/s" columns above show the fit. Below, the same model with
-c = {compute:.1f} ms (one core of this machine per worker) for larger clusters: where a
-worker's steps/s falls below 0.9 x its speed alone, its algorithm has stopped scaling.
-The ps tasks are assumed to share the centre (and so the fan-in) evenly. The fit is
-poorest where transfers run beside the compute (`easgd-10-overlap`): on these two shared
-cores the kernel's and TensorFlow's per-byte work then takes cycles from the workers'
-compute, where without overlap it fills a worker's idle wait; one k cannot tell the two
-apart, so on separate machines the overlap's prediction is the closer one, and here it is an
-upper bound."""
+`benchmarks/cost_model.py` predicts a worker's local step from its compute c (`local`), the
+bytes an exchange moves each way (the model's, for async SGD every step and for EASGD every
+tau steps), the CPU an exchange costs the worker and the parameter server per byte, and each
+link's payload bandwidth e x rate / 8, as a closed queueing network: docs/SCALING.md
+describes it and checks it against 2 to 64 workers. Here the CPU costs are {worker:.2f} ns
+per byte moved on the worker and {ps:.2f} ns per byte served on the ps, {where}; the tasks
+and the workers' compute share this machine's cores, and the fit on the runs of section 5
+(least squares of log step times) gives the link efficiency e = {e:.2f}; the "model steps/s"
+columns above show it. `sync` waits for every worker's transfer: c + an exchange's CPU +
+max(b / bw, W b / (P bw)). Below, the same model with c = {compute:.1f} ms (one core of this
+machine per worker), each task on a machine of its own (a ps task with {cores} cores): where a
+worker's steps/s falls below 0.9 x its speed alone, its algorithm has stopped scaling. The
+ps tasks share the centre (and so the fan-in) evenly. On these shared cores the overlapped
+exchange's CPU still takes cycles from the compute, which the model now counts (its
+prediction is no longer an upper bound); with a machine per task only its transfer hides
+behind the next tau steps. How many ps tasks a cluster needs: docs/SCALING.md, "The rule"."""

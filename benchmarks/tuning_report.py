@@ -9,7 +9,7 @@ import os
 import pathlib
 import statistics
 
-from benchmarks.provenance import revision_text
+from benchmarks.provenance import revision_text, write_generated_block
 from benchmarks.tables import median_time
 from benchmarks.tuning_plot import plot
 
@@ -344,14 +344,4 @@ def write(results, out, report_path):
     out, report_path = pathlib.Path(out), pathlib.Path(report_path)
     plot(results, out / "tuning.png")
     plot_path = os.path.relpath((out / "tuning.png").resolve(), report_path.parent.resolve())
-    if report_path.is_file():
-        text = report_path.read_text()
-    elif TEMPLATE.is_file():
-        text = TEMPLATE.read_text()
-    else:
-        text = f"# Tuning EASGD\n\n{BEGIN}\n{END}\n"
-    head, found_begin, rest = text.partition(BEGIN)
-    _, found_end, tail = rest.partition(END)
-    if not (found_begin and found_end):
-        head, tail = text.rstrip() + "\n\n", "\n"
-    report_path.write_text(head + block(results, plot_path) + tail)
+    write_generated_block(report_path, TEMPLATE, BEGIN, END, block(results, plot_path))

@@ -8,9 +8,7 @@ counts) is tested in tests/test_faults.py.
 import pytest
 import tensorflow as tf
 
-from tf_contrib_easgd.trainer import ledger
-
-pytestmark = pytest.mark.cluster
+from tf_contrib_easgd.trainer import finish, ledger
 
 NUM_WORKERS = 2
 
@@ -28,6 +26,17 @@ def _ledger(cluster, index, container):
     return graph, work, init
 
 
+@pytest.mark.parametrize(
+    ("workers", "secs"),
+    # 50 polls/s at most on ps 0 together: up to 10 workers each polls every 0.2 s (10 x 5
+    # = 50 polls/s); 64 workers every 64 / 50 = 1.28 s (64 / 1.28 = 50); 256 every 5.12 s.
+    [(1, 0.2), (10, 0.2), (11, 0.22), (64, 1.28), (256, 5.12)],
+)
+def test_finished_workers_poll_less_often_in_a_larger_job(workers, secs):
+    assert finish.waiting_poll_secs(workers) == pytest.approx(secs)
+
+
+@pytest.mark.cluster
 def test_counts_and_the_end_of_the_job_are_shared_through_ps_0(world, cluster, container):
     del world  # Both variable worlds.
     graphs = [_ledger(cluster, index, container) for index in range(NUM_WORKERS)]
@@ -46,12 +55,16 @@ def test_counts_and_the_end_of_the_job_are_shared_through_ps_0(world, cluster, c
         other.record(other_session, 40)  # A count is overwritten, not added to.
         assert chief.all_steps(chief_session) == [30, 40]
         assert (chief.own_steps(chief_session), other.own_steps(other_session)) == (30, 40)
+        # What a finished worker polls: the chief's count and the end flag, one read.
+        assert other.end_state(other_session) == (30, False)
         chief.end_job(chief_session)
+        assert other.end_state(other_session) == (30, True)
         assert other.read(other_session) == ([30, 40], True, [False, False])
         other.acknowledge(other_session)
         assert chief.read(chief_session) == ([30, 40], True, [False, True])
 
 
+@pytest.mark.cluster
 def test_a_checkpoint_holds_the_counts(world, cluster, container, tmp_path):
     del world  # Both variable worlds.
     graph, work, init = _ledger(cluster, 0, container)

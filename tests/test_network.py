@@ -79,3 +79,18 @@ def test_hosts_reach_each_other_through_limited_links(needs_namespaces):
         prefix = net.prefix
     listed = network.run_ip("netns", "list", check=False).stdout
     assert prefix not in listed
+
+
+def test_set_rate_shapes_one_host_changes_it_and_lifts_it(needs_namespaces):
+    with network.HostNetwork({"ha": 1, "hb": 2}) as net:
+        assert _tbf_rates(net, "ha") == [None, None]
+        net.set_rate("ha", "1gbit")
+        assert _tbf_rates(net, "ha") == ["1Gbit", "1Gbit"]
+        assert _tbf_rates(net, "hb") == [None, None]  # The other host's link is untouched.
+        net.set_rate("ha", "10gbit")  # Replaced in place, both ways.
+        assert _tbf_rates(net, "ha") == ["10Gbit", "10Gbit"]
+        net.set_rate("ha", None)
+        assert _tbf_rates(net, "ha") == [None, None]
+        net.set_rate("ha", None)  # Lifting a limit that is not there does nothing.
+        with pytest.raises(ValueError, match="rate must look like"):
+            net.set_rate("ha", "10 gbit")

@@ -12,8 +12,14 @@ import time
 
 from tf_contrib_easgd.trainer import export
 
-#: How often a waiting worker reads the ledger on ps 0.
+#: How often the chief reads the ledger on ps 0 while it waits, and a finished worker at
+#: least.
 POLL_SECS = 0.2
+#: The most polls per second that the finished workers of a job make on ps 0 together:
+#: with many workers each polls less often (`waiting_poll_secs`). One poll took ~0.7 ms
+#: of ps 0's CPU with 64 workers polling (docs/SCALING.md); at 0.2 s each, 64 finished
+#: workers took a fifth of a core from the stragglers' exchanges.
+MAX_WAITING_POLLS_PER_SEC = 50.0
 #: How long the chief waits for the finished workers to see the end of the job.
 ACKNOWLEDGE_SECS = 30.0
 
@@ -97,6 +103,13 @@ def _wait_for_acknowledgements(sess, worker, finished):
         time.sleep(POLL_SECS)
 
 
+def waiting_poll_secs(num_workers):
+    """How often each finished worker of a `num_workers`-worker job polls for its end:
+    `POLL_SECS`, or less often where their polls together would exceed
+    `MAX_WAITING_POLLS_PER_SEC`."""
+    return max(POLL_SECS, num_workers / MAX_WAITING_POLLS_PER_SEC)
+
+
 def wait_for_end(sess, worker, state):
     """On a worker other than the chief: waits until the chief ends the job.
 
@@ -114,18 +127,19 @@ def wait_for_end(sess, worker, state):
     g, config, reporter = worker.g, worker.config, worker.reporter
     reporter.event("waiting", what="the chief to end the job")
     patience = 2 * config.timeout_secs
+    poll_secs = waiting_poll_secs(worker.task.num_workers)
     chief_steps, changed = None, time.monotonic()
     while True:
         with worker.stall.step(state.step):
-            steps, done, _ = g.ledger.read(sess)
+            chief_now, done = g.ledger.end_state(sess)
         if state.step < config.steps:
             return False
         if done:
             with worker.stall.step(state.step):
                 g.ledger.acknowledge(sess)
             return True
-        if steps[0] != chief_steps:
-            chief_steps, changed = steps[0], time.monotonic()
+        if chief_now != chief_steps:
+            chief_steps, changed = chief_now, time.monotonic()
         elif time.monotonic() - changed > patience:
             reporter.event(
                 "warning",
@@ -133,4 +147,4 @@ def wait_for_end(sess, worker, state):
                 "leaving the job, whose ledger holds this worker's steps",
             )
             return True
-        time.sleep(POLL_SECS)
+        time.sleep(poll_secs)

@@ -45,6 +45,11 @@ class WorkLedger:
             self.acknowledged = tf.compat.v1.get_variable(
                 "acknowledged", [num_workers], tf.bool, tf.zeros_initializer(), trainable=False
             )
+            # What a finished worker polls for, as one small tensor made on ps 0: one
+            # RecvTensor per poll rather than one per variable.
+            self._end = tf.stack(
+                [self.local_steps[0], tf.cast(self.job_done, tf.int64)], name="end_of_job"
+            )
         with tf.name_scope(f"{SCOPE}_ops"):
             self._steps = tf.compat.v1.placeholder(tf.int64, [], name="steps")
             self._record = tf.compat.v1.scatter_update(
@@ -81,6 +86,12 @@ class WorkLedger:
     def acknowledge(self, session):
         """On another worker: says that it has seen the end of the job."""
         session.run(self._acknowledge)
+
+    def end_state(self, session):
+        """`(the chief's local steps, job_done)` in one small read, what a finished worker
+        polls for."""
+        chief_steps, done = session.run(self._end)
+        return int(chief_steps), bool(done)
 
     def read(self, session):
         """The whole ledger in one call: `(local steps, job_done, acknowledged)`.

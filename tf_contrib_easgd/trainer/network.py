@@ -86,7 +86,8 @@ class HostNetwork:
         prefix: start of the names of this network's namespaces (unique).
         switch: the namespace of the bridge; its ports are named after the hosts.
         hosts: `{host name: last byte of its address}`.
-        rate: the `tc` rate of every host's link, or None for no limit.
+        rate: the `tc` rate every host's link was made with, or None for no limit
+            (`set_rate` changes one host's).
     """
 
     def __init__(self, hosts, rate=None, name="easgd-net"):
@@ -161,13 +162,37 @@ class HostNetwork:
                 self._limit(namespace, "eth0")
                 self._limit(self.switch, host)
 
-    def _limit(self, namespace, device):
+    def _limit(self, namespace, device, rate=None, verb="add"):
         # The bucket holds ~4 ms at the rate (at least 64 KB, a TSO segment): enough for
         # the kernel's timer granularity without letting bursts exceed the rate for long.
-        burst = max(64 * 1024, int(rate_bits_per_sec(self.rate) / 8 * 0.004))
-        tbf = ["tbf", "rate", self.rate, "burst", str(burst), "latency", "100ms"]
-        _run(["ip", "netns", "exec", namespace, "tc", "qdisc", "add", "dev", device, "root", *tbf],
+        rate = rate or self.rate
+        burst = max(64 * 1024, int(rate_bits_per_sec(rate) / 8 * 0.004))
+        tbf = ["tbf", "rate", rate, "burst", str(burst), "latency", "100ms"]
+        _run(["ip", "netns", "exec", namespace, "tc", "qdisc", verb, "dev", device, "root", *tbf],
              check=True)  # fmt: skip
+
+    def set_rate(self, host, rate):
+        """Limits `host`'s link to `rate` both ways from now on, or lifts its limit.
+
+        A network made without a rate can so shape some hosts only (a parameter server's
+        link, which every worker shares), and one made with a rate can change it between
+        measurements without restarting what runs on it.
+
+        Args:
+            host: a host of this network.
+            rate: a `tc` rate ("10gbit"), or None for the veth link's own speed.
+
+        Raises:
+            ValueError: if `rate` is malformed.
+        """
+        if rate is not None:
+            rate_bits_per_sec(rate)
+        for namespace, device in ((self.namespace(host), "eth0"), (self.switch, host)):
+            if rate is None:
+                _run(["ip", "netns", "exec", namespace, "tc", "qdisc", "del", "dev", device,
+                      "root"], check=False)  # fmt: skip
+            else:
+                self._limit(namespace, device, rate, verb="replace")
 
     def unplug(self, host):
         """Takes the switch port of `host` down: its packets go nowhere, silently."""

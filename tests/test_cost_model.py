@@ -1,0 +1,150 @@
+"""The cost model of benchmarks/cost_model.py (docs/SCALING.md), on numbers worked by hand.
+
+No TensorFlow, no cluster: the model is arithmetic on measured constants.
+"""
+
+import pytest
+
+from benchmarks import cost_model
+from benchmarks.cost_model import Cluster, Costs
+
+MS = 1e-3
+GBIT = 1e9
+
+
+def test_an_exchange_costs_a_call_per_ps_task_and_every_byte_both_ways():
+    costs = Costs(worker_call_secs=1 * MS, worker_byte_secs=1e-9, ps_call_secs=1 * MS,
+                  ps_byte_secs=1e-9)  # fmt: skip
+    # The worker: 2 calls of 1 ms, and 4 MB sent + 4 MB received at 1 ns a byte: 2 + 8 ms.
+    assert costs.worker_secs(4e6, 2) == pytest.approx(10 * MS)
+    # Each of the 2 ps tasks: its call, 1 ms, and half the bytes both ways, 4 ms.
+    assert costs.ps_secs(4e6, 2) == pytest.approx(5 * MS)
+
+
+def test_one_worker_alone_waits_for_its_compute_its_cpu_and_the_ps():
+    # tau 10 steps of 10 ms, the worker's 8 ms of CPU on its own machine, 5 ms on the ps:
+    # a cycle of 100 + 8 + 5 = 113 ms, nobody in the way.
+    costs = Costs(worker_byte_secs=1e-9, ps_call_secs=5 * MS)  # 2 x 4 MB x 1 ns = 8 ms.
+    predicted = cost_model.predict(Cluster(None, workers=1), costs, 4e6, 10, 10 * MS)
+    assert predicted.exchanges_per_sec == pytest.approx(1 / 0.113)
+    assert predicted.latency_secs == pytest.approx(13 * MS)
+    assert predicted.steps_per_sec == pytest.approx(10 / 0.113)
+    assert predicted.ps_cores_busy == pytest.approx(5 * MS / 0.113)
+
+
+def test_many_workers_saturate_the_ps_core():
+    # 5 ms of a 1-core ps per exchange: at most 200 exchanges/s, however many workers; 100
+    # workers would offer 100 / 0.113 s = 885 a second. The ps is then busy all the time,
+    # and a worker's cycle is 100 / 200 = 0.5 s: 10 steps in 0.5 s. (The approximation
+    # reaches the bound from below: within 1 % here.)
+    costs = Costs(worker_byte_secs=1e-9, ps_call_secs=5 * MS)
+    predicted = cost_model.predict(Cluster(None, workers=100), costs, 4e6, 10, 10 * MS)
+    assert predicted.exchanges_per_sec == pytest.approx(200, rel=1e-2)
+    assert predicted.ps_cores_busy == pytest.approx(1.0, rel=1e-2)
+    assert predicted.steps_per_sec == pytest.approx(20, rel=1e-2)
+    # Four cores serve four times as many (400 workers offer 3,540 a second).
+    bigger = Cluster(None, workers=400, ps_cores=4)
+    assert cost_model.predict(bigger, costs, 4e6, 10, 10 * MS).exchanges_per_sec == (
+        pytest.approx(800, rel=1e-2)
+    )
+
+
+def test_a_ps_core_does_not_queue_as_many_workers_as_it_has_cores():
+    # Two workers on two shared cores, compute included (BENCHMARKS.md section 5): each
+    # cycle asks 240 ms of compute + 3 + 3 ms of exchange CPU; with a core each, nobody
+    # waits: 246 ms per 10 steps.
+    costs = Costs(worker_call_secs=3 * MS, ps_call_secs=3 * MS)
+    box = Cluster(None, workers=2, shared_cores=2)
+    assert cost_model.predict(box, costs, 4e6, 10, 24 * MS).steps_per_sec == (
+        pytest.approx(10 / 0.246)
+    )
+
+
+def test_the_ps_links_bound_the_exchanges_each_way():
+    # 10 MB each way over 2 ps tasks: 5 MB per link per direction, at 0.8 x 1 Gbit/s =
+    # 100 MB/s: 50 ms. However many workers: at most 20 exchanges/s, each link 0.8 busy
+    # (within 2 %: four stations share the bound, which the approximation nears slowly).
+    costs = Costs(link_efficiency=0.8)
+    many = Cluster(1 * GBIT, workers=200, ps_tasks=2)
+    predicted = cost_model.predict(many, costs, 10e6, 10, 10 * MS)
+    assert predicted.exchanges_per_sec == pytest.approx(20, rel=2e-2)
+    assert predicted.link_busy == pytest.approx(0.8, rel=2e-2)
+
+
+def test_the_overlapped_exchange_hides_its_transfer_behind_the_next_steps():
+    # 12.5 MB each way at 1 Gbit/s (125 MB/s): 100 ms in, 100 ms out. Waiting for it, one
+    # worker's cycle is 100 ms of compute + 200 ms; overlapped, the compute's 100 ms, since
+    # neither direction of the link is busy longer.
+    one = Cluster(1 * GBIT, workers=1)
+    costs = Costs()
+    assert cost_model.step_time("easgd-10", 10 * MS, 12.5e6, one, costs) == pytest.approx(0.03)
+    assert cost_model.step_time("easgd-10-overlap", 10 * MS, 12.5e6, one, costs) == (
+        pytest.approx(0.01)
+    )
+
+
+def test_on_shared_cores_the_overlapped_exchange_still_costs_its_cpu():
+    # Two workers and the ps on two cores (section 5): the overlap hides the transfer, but
+    # the exchange's 36 ms of CPU (worker and ps) still comes out of the cores that compute:
+    # 10 steps of 24 ms + 36 ms = 276 ms per cycle of each worker, 27.6 ms a step.
+    costs = Costs(worker_call_secs=18 * MS, ps_call_secs=18 * MS)
+    box = Cluster(1 * GBIT, workers=2, shared_cores=2)
+    assert cost_model.step_time("easgd-10-overlap", 24 * MS, 1e6, box, costs) == (
+        pytest.approx(0.0276)
+    )
+
+
+def test_configurations_name_their_bytes_period_and_overlap():
+    assert cost_model.config_exchange("async", 8e6) == (8e6, 1, False)
+    assert cost_model.config_exchange("easgd-64", 8e6) == (8e6, 64, False)
+    assert cost_model.config_exchange("easgd-10-overlap-bf16", 8e6) == (4e6, 10, True)
+    with pytest.raises(ValueError, match="no formula for configuration 'naive-easgd-10'"):
+        cost_model.config_exchange("naive-easgd-10", 8e6)
+
+
+def test_sync_waits_for_every_workers_transfer():
+    # c = 10 ms, the model 1 MB: 2 MB moved per step at 0.5 x 8 Gbit/s = 500 MB/s is 4 ms;
+    # 8 workers on 2 ps links: 4 x 4 = 16 ms. No CPU: 10 + 16 = 26 ms.
+    eight = Cluster(8 * GBIT, workers=8, ps_tasks=2)
+    costs = Costs(link_efficiency=0.5)
+    assert cost_model.step_time("sync", 10 * MS, 1e6, eight, costs) == pytest.approx(0.026)
+
+
+def test_the_link_efficiency_that_fits_is_found():
+    # Step times made with e = 0.8 give e = 0.8 back.
+    truth = Costs(link_efficiency=0.8)
+    measured = [
+        (config, 10 * MS, Cluster(1 * GBIT, workers=w), cost_model.step_time(
+            config, 10 * MS, 11.7e6, Cluster(1 * GBIT, workers=w), truth))
+        for config in ("easgd-10", "easgd-64") for w in (2, 8)
+    ]  # fmt: skip
+    fitted = cost_model.fit_link_efficiency(measured, 11.7e6, Costs())
+    assert fitted.link_efficiency == pytest.approx(0.8)
+
+
+def test_the_ps_tasks_the_rule_asks_for():
+    # 64 workers exchanging every 10 steps of 100 ms offer 64 exchanges/s. A 10 MB model at
+    # 10 Gbit/s x 0.8 (1 GB/s) kept 80 % busy: 64 x 10 MB / 0.8 GB/s = 0.8 link -> 1 ps
+    # by the link; at 2 ns a byte served both ways on 1 core, 64 x 20 MB x 2 ns = 2.56 core
+    # seconds a second, / 0.8 busy -> 3.2 cores: 4 ps tasks of 1 core.
+    costs = Costs(ps_byte_secs=2e-9, link_efficiency=0.8)
+    assert cost_model.ps_tasks_needed(64, 10e6, 10, 0.1, costs, 10 * GBIT, 1) == 4
+    # With 4 cores each, one ps is enough for the CPU; a 1 Gbit/s link then needs 8 by
+    # the link (64 x 10 MB / (0.8 x 0.8 x 125 MB/s) = 8).
+    assert cost_model.ps_tasks_needed(64, 10e6, 10, 0.1, costs, 10 * GBIT, 4) == 1
+    assert cost_model.ps_tasks_needed(64, 10e6, 10, 0.1, costs, 1 * GBIT, 4) == 8
+    # Calls alone may saturate a ps: 64 exchanges/s of 20 ms each is 1.28 cores.
+    busy_calls = Costs(ps_call_secs=20 * MS, link_efficiency=0.8)
+    assert cost_model.ps_tasks_needed(64, 10e6, 10, 0.1, busy_calls, 10 * GBIT, 1) is None
+
+
+def test_scaling_limit_is_the_first_worker_count_past_the_slowdown():
+    # The ps core of the saturation test serves 200 exchanges/s; a worker alone takes 113
+    # ms per 10 steps. With W workers the cycle is at least W / 200 s: a worker slows below
+    # 0.9 x alone (a cycle over 113 / 0.9 = 125.6 ms) from W = 26 (26 / 200 = 130 ms) at
+    # most; queueing before the bound makes it earlier.
+    costs = Costs(worker_byte_secs=1e-9, ps_call_secs=5 * MS)
+    limit = cost_model.scaling_limit("easgd-10", 10 * MS, 4e6, Cluster(None, 1), costs)
+    assert 2 <= limit <= 26
+    grown = cost_model.step_time("easgd-10", 10 * MS, 4e6, Cluster(None, limit), costs)
+    assert grown > 0.0113 / 0.9
