@@ -129,6 +129,35 @@ def test_wait_for_centre_times_out_naming_the_variables(world, cluster, containe
         )
 
 
+def test_a_readiness_check_without_answer_is_retried_on_a_new_session(monkeypatch):
+    # The first session's check gets no answer (a request lost on the way to the ps):
+    # it is given up after POLL_DEADLINE_SECS, not the whole 60 s, and the second
+    # check, on a new session, finds nothing uninitialised.
+    opened = []
+
+    class Session:
+        def __init__(self, master, graph, config):
+            self.closed = False
+            self.timeouts = []
+            opened.append(self)
+
+        def run(self, fetches, options):
+            self.timeouts.append(options.timeout_in_ms)
+            if len(opened) == 1:
+                raise tf.errors.DeadlineExceededError(None, None, "no answer")
+            return []
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(tf.compat.v1, "Session", Session)
+    monkeypatch.setattr(sessions, "POLL_SECS", 0.0)
+    sessions._wait_until_empty("grpc://w1", None, "ready", None, timeout_secs=60.0)
+    assert len(opened) == 2 and all(session.closed for session in opened)
+    assert opened[0].timeouts == [sessions.POLL_DEADLINE_SECS * 1000]
+    assert len(opened[1].timeouts) == 1
+
+
 def test_centre_readiness_tensor_is_made_once_per_graph():
     with tf.Graph().as_default() as graph:
         tf.compat.v1.get_variable("v", [1])

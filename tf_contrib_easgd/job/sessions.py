@@ -18,6 +18,8 @@ import tensorflow as tf
 DEFAULT_MAX_WAIT_SECS = 7200.0
 #: Pause between two readiness checks of `wait_for_centre`.
 POLL_SECS = 0.1
+#: Longest wait for the answer to one readiness check; then the next check opens a new session.
+POLL_DEADLINE_SECS = 10.0
 
 _READY_COLLECTION = "tf_contrib_easgd_centre_ready"
 _NO_ANSWER = "(no answer from the parameter servers)"
@@ -80,17 +82,30 @@ def wait_for_centre(master, config=None, timeout_secs=DEFAULT_MAX_WAIT_SECS, gra
 
 
 def _wait_until_empty(master, graph, ready, config, timeout_secs):
-    """Polls `ready` (names of uninitialised variables) until it is empty or time is up."""
+    """Polls `ready` (names of uninitialised variables) until it is empty or time is up.
+
+    Each poll may take at most `POLL_DEADLINE_SECS`. A poll that gets no answer in that
+    time is not waited for any longer: the next one goes through a new session. Under
+    load, a request of a worker's session to a parameter server can be lost (seen with
+    Keras workers that had made several sessions in one process: every later run of
+    that session hung until the worker's deadline, while a new session was answered).
+    """
     deadline = time.monotonic() + timeout_secs
-    with tf.compat.v1.Session(master, graph=graph, config=config) as session:
+    session = None
+    try:
         while True:
-            left_ms = int(max(deadline - time.monotonic(), 0.001) * 1000)
+            if session is None:
+                session = tf.compat.v1.Session(master, graph=graph, config=config)
+            left = max(deadline - time.monotonic(), 0.001)
+            options = tf.compat.v1.RunOptions(
+                timeout_in_ms=int(min(left, POLL_DEADLINE_SECS) * 1000)
+            )
             try:
-                uninitialised = session.run(
-                    ready, options=tf.compat.v1.RunOptions(timeout_in_ms=left_ms)
-                )
+                uninitialised = session.run(ready, options=options)
             except tf.errors.DeadlineExceededError:
                 uninitialised = [_NO_ANSWER]
+                session.close()
+                session = None
             if len(uninitialised) == 0:
                 return
             if time.monotonic() >= deadline:
@@ -100,6 +115,9 @@ def _wait_until_empty(master, graph, ready, config, timeout_secs):
                     f"still uninitialised: {names[:5]}. Is the chief worker running?"
                 )
             time.sleep(POLL_SECS)
+    finally:
+        if session is not None:
+            session.close()
 
 
 class CentreWaitingSessionCreator(tf.compat.v1.train.SessionCreator):
