@@ -54,13 +54,28 @@ def keras_section(workers, quick, rounds, netns, log_dir, log):
                 log=log,
             ),
         }
-        results["accuracy"] = time_to_accuracy(
-            cluster,
-            ACCURACY_CONFIGS,
-            repeats=1 if quick else 2,
-            seconds=10.0 if quick else 25.0,
-            eval_every=0.5,
-            log=log,
-            lead_secs=START_SECS,
-        )
+    # Each run to accuracy on a cluster of its own, as a job has. In one cluster, worker 1's
+    # second callback after a run it sat out waited for the centre until its deadline
+    # (make bench, twice on 2026-12-05, both at the same point; not understood yet).
+    results["accuracy"] = {config: [] for config, _ in ACCURACY_CONFIGS}
+    for repeat in range(1 if quick else 2):
+        for config, team in ACCURACY_CONFIGS:
+            with BenchCluster(
+                1,
+                workers,
+                "tf2",
+                log_dir / f"keras-{config}-{repeat}",
+                netns=netns,
+                module="benchmarks.keras_task",
+            ) as cluster:
+                run = time_to_accuracy(
+                    cluster,
+                    ((config, team),),
+                    repeats=1,
+                    seconds=10.0 if quick else 25.0,
+                    eval_every=0.5,
+                    log=log,
+                    lead_secs=START_SECS,
+                )
+            results["accuracy"][config].extend(run[config])
     return results
