@@ -1,7 +1,7 @@
 """ElasticAverageOptimizer: asynchronous Elastic Averaging SGD on tf.compat.v1.
 
 It ties the library's pieces into the local step, the exchange every tau steps, the start
-from the centre and the swapping saver. docs/DESIGN.md ("The library, module by module").
+from the centre and the swapping saver. docs/DESIGN.md ("The library, wing by wing").
 """
 
 import tensorflow as tf
