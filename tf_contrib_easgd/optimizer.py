@@ -42,7 +42,8 @@ class ElasticAverageOptimizer(ContribAttributes, tf.compat.v1.train.Optimizer):
     exchange, not per local step: it counts communication rounds summed over all workers
     (as contrib did), about W * L / tau for W workers of L local steps each.
 
-    docs/API.md ("Usage") shows its use in a between-graph replicated TF1 script.
+    README.md ("Migrating from `tf.contrib.opt`") shows its use in a between-graph replicated
+    TF1 script.
     """
 
     BETA = 0.9
