@@ -1,7 +1,7 @@
 """ElasticAverageOptimizer: asynchronous Elastic Averaging SGD on tf.compat.v1.
 
 It ties the library's pieces into the local step, the exchange every tau steps, the start
-from the centre and the swapping saver. docs/DESIGN.md ("The library, module by module").
+from the centre and the swapping saver. docs/DESIGN.md ("The library, wing by wing").
 """
 
 import tensorflow as tf
@@ -42,7 +42,8 @@ class ElasticAverageOptimizer(ContribAttributes, tf.compat.v1.train.Optimizer):
     exchange, not per local step: it counts communication rounds summed over all workers
     (as contrib did), about W * L / tau for W workers of L local steps each.
 
-    docs/API.md ("Usage") shows its use in a between-graph replicated TF1 script.
+    README.md ("Migrating from `tf.contrib.opt`") shows its use in a between-graph replicated
+    TF1 script.
     """
 
     BETA = 0.9

@@ -84,11 +84,8 @@ def wait_for_centre(master, config=None, timeout_secs=DEFAULT_MAX_WAIT_SECS, gra
 def _wait_until_empty(master, graph, ready, config, timeout_secs):
     """Polls `ready` (names of uninitialised variables) until it is empty or time is up.
 
-    Each poll may take at most `POLL_DEADLINE_SECS`. A poll that gets no answer in that
-    time is not waited for any longer: the next one goes through a new session. Under
-    load, a request of a worker's session to a parameter server can be lost (seen with
-    Keras workers that had made several sessions in one process: every later run of
-    that session hung until the worker's deadline, while a new session was answered).
+    Each poll may take at most `POLL_DEADLINE_SECS`, so that one unanswered request does
+    not use up the whole wait; the next poll goes through a new session.
     """
     deadline = time.monotonic() + timeout_secs
     session = None

@@ -4,7 +4,7 @@ The worker trains eagerly with `tf_contrib_easgd.ElasticAverageCallback`, which 
 from the centre, exchanges every `--communication_period` batches, survives a lost
 parameter server and, on the chief, waits for the others, saves the centre and stops the
 parameter servers. A callback of this module reports the same events as the TF1 worker
-(`worker`), and the chief writes `summary.json`. docs/TRAINING.md ("Two APIs").
+(`worker`), and the chief writes `summary.json`. docs/KERAS.md ("easgd-train --api=keras").
 """
 
 import os
