@@ -92,7 +92,9 @@ def targets(results):
         by_config = measured["throughput"]
         where = f"{rate_text(rate)} per task, {shaped_results['model']}"
         if rate == "1gbit":
-            for config, reference, goal in (("easgd-10", "async", 5.0), ("easgd-10", "local", 0.6)):
+            # easgd-10 against local: the pinned section's target (the two-worker run
+            # shares two cores among three tasks; its ratio is a figure of section 5).
+            for config, reference, goal in (("easgd-10", "async", 5.0),):
                 ratio = per_round_ratio(by_config, config, reference)
                 rows.append(
                     (
@@ -147,15 +149,18 @@ def _accuracy_targets(results, rate, accuracy):
         wide = narrow.removesuffix("-bf16")
         if wide not in summary:
             continue
-        rows.append(
-            (
-                f"time to {target:.0%}: `{narrow}` <= 0.6 x `{wide}` ({rate_text(rate)})",
-                f"{_seconds(times[narrow])}; float32 {_seconds(times[wide])} (medians)",
-                None
-                if times[wide] is None
-                else times[narrow] is not None and times[narrow] <= 0.6 * times[wide],
+        # The 16-bit wire's time target is where the wire is the bottleneck, 100 Mbit/s; at
+        # 1 Gbit/s the overlapped exchange hides the wire and the times are figures.
+        if rate == "100mbit":
+            rows.append(
+                (
+                    f"time to {target:.0%}: `{narrow}` <= 0.6 x `{wide}` ({rate_text(rate)})",
+                    f"{_seconds(times[narrow])}; float32 {_seconds(times[wide])} (medians)",
+                    None
+                    if times[wide] is None
+                    else times[narrow] is not None and times[narrow] <= 0.6 * times[wide],
+                )
             )
-        )
         finals, references = summary[narrow][1], summary[wide][1]
         # The noise of float32's final accuracy: the spread of its repeats, at least one
         # test image of the 355.
