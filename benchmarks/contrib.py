@@ -154,10 +154,8 @@ def render(results):
     if (run["command"], run["date"]) != (results["command"], results["date"]):
         revision = revision_text(run["revision"])
         where = f"in a run of its own (`{command_text(run['command'])}`, {run['date']}, {revision})"
-    text = (
-        f"{section['model']}, each side against its own `local`, measured {where}; every "
-        "worker's variables, batch and loss matched across the versions before every window."
-    )
+    text = f"{section['model']}, each side against its own `local`, {where}; same variables, "
+    text += "batch and loss on both sides, checked before every window."
     ratios = ratio_of_ratios(section)
     if ratios:
         text += " Ratio of ratios (ours / contrib's): **{:.2f}** (medians), {:.2f} (per round)."

@@ -67,6 +67,6 @@ def targets(results):
 
 
 KERAS = """\
-Each worker runs its own eager `model.fit` (Keras 3) of the digits MLP; `keras-easgd-10`
-adds `ElasticAverageCallback` (tau 10), `-overlap` with `overlap=True`. Time to accuracy:
-the centre (2 workers) or the worker's own weights (`keras-fit`, 1 worker)."""
+Eager `model.fit` (Keras 3) of the digits MLP on each worker; `keras-easgd-10` adds
+`ElasticAverageCallback` (tau 10). Time to accuracy: of the centre, or of `keras-fit`'s
+one worker."""

@@ -294,13 +294,10 @@ def plot(results, out):
 
 
 SHAPED = """\
-Each task on a host of its own whose link to a private switch is limited with `tc` (the ps's
-link shared by every worker, as on a real cluster); otherwise as section 1, {workers}
-workers. "MB on link": what the ps's interface carried per local step; "model": section 6's
-prediction."""
+Each task on a host of its own, its link limited with `tc` (the ps's shared by the
+{workers} workers); else as section 1. "MB on link": the ps's, a local step; "model": section 6."""
 MODEL = """\
-`benchmarks/cost_model.py` (docs/SCALING.md) with the CPU of an exchange measured by `make
-bench-scale` at commit {commit}: {worker:.2f} ns per byte on the worker, {ps:.2f} ns on the ps;
-the link efficiency fitted on section 5, e = {e:.2f}. Below: c = {compute:.1f} ms of compute a
-step, each task on a machine of its own (a ps of 4 cores); "slows at W": the fewest workers
-at which a worker's steps/s falls below 0.9 x its speed alone."""
+`benchmarks/cost_model.py` (docs/SCALING.md) with the CPU of an exchange from `make bench-scale`
+at commit {commit} ({worker:.2f} ns a byte on the worker, {ps:.2f} on the ps), link efficiency
+e = {e:.2f} fitted on section 5, c = {compute:.1f} ms of compute, a machine per task (ps of 4
+cores). "Slows at W": the fewest workers at which a worker falls below 0.9 x its speed alone."""

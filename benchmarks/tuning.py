@@ -239,7 +239,7 @@ def block(results, plot_path):
     for f in summary.values():
         config = f["config"]
         if config["kind"] == "easgd":
-            rho = "0" if config["rho_rule"] == "0" else f"default {f['rho']:.3g} ({f['pull']:.0%})"
+            rho = "0" if config["rho_rule"] == "0" else f"default {f['rho']:.4g} ({f['pull']:.0%})"
             cells = f"{config['period']} | {f['moving_rate']:.4g} ({config['alpha_rule']}) | {rho}"
         else:
             cells = f"{config['name']} ({config['workers']} w) | - | -"
