@@ -186,6 +186,18 @@ def window_others(results, window):
     ]
 
 
+def _others(results, rows):
+    """The median share of the pinned cores not charged to the run's processes."""
+    shares = [window_others(results, r["window"]) for r in rows]
+    shares = [share for share in shares if share is not None]
+    if not shares:
+        return ""
+    ps, workers = (statistics.median(column) for column in zip(*shares, strict=True))
+    return (
+        f"; not charged to the run: a median {ps:.0%} of the ps core, {workers:.0%} of the hosts'"
+    )
+
+
 def comparison(results):
     """Every valid window with its prediction (dicts), and what `costs` gives."""
     by_wire, compute, factors = costs(results)
@@ -346,13 +358,14 @@ def block(results, plot_path, csv_path):
         f"{results['model']} ({params:,} parameters), {last} workers in {plan['hosts']} host "
         f"processes; ps tasks pinned to CPU {results['pinning']['ps']}, hosts to CPU "
         f"{results['pinning']['workers']}; a local step waits {results['compute_secs'] * 1e3:.1f} "
-        f"ms ({compute * 1e3:.1f} ms measured); links {links}.",
+        f"ms ({compute * 1e3:.1f} ms measured); links {links}{_others(results, rows)}.",
         "", "### The cost of an exchange, measured", "", _costs_table(by_wire, factors), "",
         "### Measured against the model", "",
         f"Exchanges/s the ps tasks served, measured (model), at tau {plan['periods'][0]}. The "
         f"model is off by more than 25 % at {sum(e > 0.25 for e in errors)} of {len(errors)} "
         f"windows (median error {statistics.median(errors) * 100:.0f} %); every window beside "
-        f"its prediction: [{pathlib.Path(csv_path).name}]({csv_path}).",
+        f"its prediction: [{pathlib.Path(csv_path).name}]({csv_path}). \"-\": not run, or fewer "
+        "exchanges than workers.",
         "", _summary_table(results, rows), "",
         f"![exchanges per second against workers]({plot_path})", "", *_pieces_table(results),
         "### Memory of the parameter servers (resident MB, summed)", "",
