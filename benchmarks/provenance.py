@@ -100,13 +100,13 @@ def header(results, make_target):
     loads = ", ".join(f"{x:.2f}" for x in results["load_before"])
     if load:
         loads += " before, " + ", ".join(f"{x:.2f}" for x in load) + " after"
+    made = " (a smoke run)" if results["quick"] else f" (`{make_target}`)"
     return [
-        f"Measured at {revision_text(results['revision'])} by `{make_target}`: "
-        f"`{command_text(results['command'])}`"
-        + (" (a smoke run)" if results["quick"] else "")
-        + f"; {results['date']}, {results.get('duration_secs', 0) / 60:.0f} min. "
-        f"{machine['cpu']}, {machine['cores']} cores, {machine['memory']}; Python "
-        f"{machine['python']}, TensorFlow {machine['tensorflow']}; load average {loads}.",
+        f"Measured at {revision_text(results['revision'])}{made}: "
+        f"`{command_text(results['command'])}`; {results['date']}, "
+        f"{results.get('duration_secs', 0) / 60:.0f} min. {machine['cpu']}, {machine['cores']} "
+        f"cores, {machine['memory']}; Python {machine['python']}, TensorFlow "
+        f"{machine['tensorflow']}; load average {loads}.",
     ]
 
 
