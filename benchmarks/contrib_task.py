@@ -161,8 +161,9 @@ def main(argv=None):
         "python": platform.python_version(),
     }
     if args.role == "ps":
-        tf.compat.v1.train.Server(tf.train.ClusterSpec(cluster), "ps", args.index, start=True)
-        reply(message)
+        server = tf.compat.v1.train.Server(tf.train.ClusterSpec(cluster), "ps", args.index)
+        target = server.target  # bytes under TensorFlow 1.15.
+        reply(dict(message, target=target.decode() if isinstance(target, bytes) else target))
         threading.Event().wait()  # Serves until the driver kills this process.
     worker = Worker(cluster, args.index)
     reply(message)

@@ -289,8 +289,8 @@ def serve(worker_class):
         tf.compat.v1.disable_v2_behavior()
     cluster = json.loads(FLAGS.cluster)
     if FLAGS.role == "ps":
-        tf.distribute.Server(tf.train.ClusterSpec(cluster), "ps", FLAGS.index, start=True)
-        reply({"ok": True, "ready": "ps"})
+        server = tf.distribute.Server(tf.train.ClusterSpec(cluster), "ps", FLAGS.index, start=True)
+        reply({"ok": True, "ready": "ps", "target": server.target})
         threading.Event().wait()  # Serves until the driver kills this process.
     worker = worker_class(cluster, FLAGS.index)
     reply({"ok": True, "ready": "worker"})
