@@ -1,13 +1,8 @@
-"""One process of the Keras benchmark cluster: a parameter server, or an eager Keras worker.
+"""One process of the Keras section's cluster: a ps, or an eager `model.fit` worker.
 
-    python -m benchmarks.keras_task --role=worker --index=1 --cluster='{"ps": [...], ...}'
-
-Speaks `task.py`'s protocol (one JSON command a line on stdin, `BENCH <json>` answers), so
-that `sections.throughput` and `sections.time_to_accuracy` drive it as they drive the TF1
-workers. A configuration is `keras-fit` (plain `model.fit`, each worker alone) or
-`keras-easgd-P` (`model.fit` with `ElasticAverageCallback`, tau P; `-overlap` with
-`overlap=True`). `keras_section.py`
-starts these processes.
+Speaks task.py's protocol and commands (`build`, `run`, `train`), so that the drivers of
+harness.py drive it as the TF1 workers. `keras-fit` is plain `model.fit` on each worker
+alone; `keras-easgd-P[-overlap]` adds `ElasticAverageCallback` with tau P.
 """
 
 import os
@@ -23,23 +18,18 @@ from benchmarks import specs, task  # noqa: E402
 from tf_contrib_easgd import ElasticAverageCallback, cluster_from_hosts  # noqa: E402
 from tf_contrib_easgd.trainer import data  # noqa: E402
 
-PLAIN = "keras-fit"
 EASGD_PREFIX = "keras-easgd-"
-#: Batches of one `fit` call: more than any window takes; the window's callback stops it.
-MAX_BATCHES = 10**8
-#: Deadline of the EASGD callback's waits (the chief's centre, the other worker's end).
-TIMEOUT_SECS = 120.0
+MAX_BATCHES = 10**8  # Of one `fit` call: more than any window takes; `_Window` stops it.
+TIMEOUT_SECS = 120.0  # The EASGD callback's waits (the chief's centre, the others' end).
 
 
 class KerasWorker:
-    """A worker task: its server and the Keras model of the configuration being measured."""
+    """A worker task: its server and the Keras model being measured."""
 
     def __init__(self, cluster, index):
         self.index = index
         self.task = cluster_from_hosts("worker", index, cluster["ps"], cluster["worker"])
-        self.server = tf.distribute.Server(
-            self.task.cluster_spec(), job_name="worker", task_index=index, start=True
-        )
+        self.server = tf.distribute.Server(self.task.cluster_spec(), "worker", index, start=True)
         self.built = None
 
     def build(self, config, model, num_workers, container, learning_rate=0.01):
@@ -47,7 +37,16 @@ class KerasWorker:
         del num_workers  # EASGD runs on every worker of the cluster; `keras-fit` alone.
         started = time.monotonic()
         spec = specs.MODELS[model]
-        keras_model = _model(spec, name=container)  # Unique names: centres of their own.
+        layers = [tf.keras.Input(spec.input_shape), tf.keras.layers.Flatten()]
+        for i, units in enumerate((*spec.layers, spec.num_classes)):
+            layers.append(
+                tf.keras.layers.Dense(
+                    units,
+                    activation="relu" if i < len(spec.layers) else None,
+                    kernel_initializer=tf.keras.initializers.HeNormal(i),
+                )
+            )
+        keras_model = tf.keras.Sequential(layers, name=container)  # Centres of its own.
         keras_model.compile(
             optimizer=tf.keras.optimizers.SGD(learning_rate),
             loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -63,23 +62,22 @@ class KerasWorker:
                 stop_parameter_servers=False,
                 overlap=overlap == "overlap",
             )
-        elif config != PLAIN:
+        elif config != "keras-fit":
             raise ValueError(
-                f"config must be {PLAIN} or {EASGD_PREFIX}P[-overlap], got {config!r}."
+                f"config must be keras-fit or {EASGD_PREFIX}P[-overlap], got {config!r}."
             )
         self.built = (keras_model, easgd, _inputs(spec, self.index))
         return {"build_secs": time.monotonic() - started}
 
+    def _fit(self, window):
+        model, easgd, (dataset, _) = self.built
+        callbacks = [c for c in (easgd, window) if c]
+        model.fit(dataset, steps_per_epoch=MAX_BATCHES, verbose=0, callbacks=callbacks)
+        return window
+
     def run(self, start_at, seconds):
         """Trains until wall time `start_at`, then counts the batches of the next `seconds`."""
-        model, easgd, (dataset, _) = self.built
-        window = _Window(start_at, seconds)
-        model.fit(
-            dataset,
-            steps_per_epoch=MAX_BATCHES,
-            verbose=0,
-            callbacks=[c for c in (easgd, window) if c],
-        )
+        window = self._fit(_Window(start_at, seconds))
         return {
             "warm_steps": window.warm,
             "steps": window.steps,
@@ -87,17 +85,11 @@ class KerasWorker:
         }
 
     def train(self, start_at, seconds, eval_every):
-        """Time to accuracy: trains for `seconds` from `start_at`; worker 0 evaluates the
-        shared model (the centre with EASGD, its own weights alone) every `eval_every` s."""
-        model, easgd, (dataset, test) = self.built
+        """Trains from `start_at` for `seconds`; worker 0 evaluates the shared model (the
+        centre with EASGD, its own weights alone) every `eval_every` seconds."""
+        _, easgd, (_, test) = self.built
         curve = _Curve(easgd, test, start_at, eval_every) if self.index == 0 else None
-        window = _Window(start_at, seconds, curve, wait=True)
-        model.fit(
-            dataset,
-            steps_per_epoch=MAX_BATCHES,
-            verbose=0,
-            callbacks=[c for c in (easgd, window) if c],
-        )
+        window = self._fit(_Window(start_at, seconds, curve, wait=True))
         return {"steps": window.steps, "curve": curve.points if curve else []}
 
     def close(self):
@@ -105,21 +97,21 @@ class KerasWorker:
         return {}
 
     def reset(self, containers):
-        """Nothing to free: each build's centres have names of their own."""
-        del containers  # Unused.
-        return {}
+        return {}  # Nothing to free: each build's centres have names of their own.
 
 
 class _Window(tf.keras.callbacks.Callback):
-    """Counts the batches that end between `start_at` and `start_at + seconds` (wall time),
-    then stops `fit`; calls `curve` after each batch, if given. With `wait`, the first
-    batch starts at `start_at` (time to accuracy), else batches before it warm up."""
+    """Counts the batches that end in [start_at, start_at + seconds] and then stops `fit`;
+    calls `curve` after each. With `wait`, the first batch starts at `start_at`."""
 
     def __init__(self, start_at, seconds, curve=None, wait=False):
         super().__init__()
-        self._start_at, self._end = start_at, start_at + seconds
-        self._curve = curve
-        self._wait = wait
+        self._start_at, self._end, self._curve, self._wait = (
+            start_at,
+            start_at + seconds,
+            curve,
+            wait,
+        )
         self.warm = self.steps = 0
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -131,26 +123,21 @@ class _Window(tf.keras.callbacks.Callback):
         now = time.time()
         if now > self._end:
             self.model.stop_training = True
-            return
-        if now < self._start_at:
+        elif now < self._start_at:
             self.warm += 1
-            return
-        self.steps += 1
-        if self._curve is not None:
-            self._curve.maybe_evaluate(self.model, now, self.steps)
+        else:
+            self.steps += 1
+            if self._curve is not None:
+                self._curve.maybe_evaluate(self.model, now, self.steps)
 
 
 class _Curve:
     """Worker 0's learning curve: (seconds, test accuracy, local steps) every `eval_every`."""
 
     def __init__(self, easgd, test, start_at, eval_every):
-        self._easgd = easgd
-        self._images, self._labels = test
-        self._start_at = start_at
-        self._eval_every = eval_every
-        self._next = start_at
-        self._evaluator = None
-        self.points = []
+        self._easgd, (self._images, self._labels) = easgd, test
+        self._start_at, self._eval_every, self._next = start_at, eval_every, start_at
+        self._evaluator, self.points = None, []
 
     def maybe_evaluate(self, model, now, steps):
         if now < self._next:
@@ -158,35 +145,17 @@ class _Curve:
         self._next += self._eval_every
         if self._evaluator is None:
             self._evaluator = tf.keras.models.clone_model(model)
-        weights = self._easgd.centre_weights() if self._easgd else model.get_weights()
-        self._evaluator.set_weights(weights)
+        self._evaluator.set_weights(
+            self._easgd.centre_weights() if self._easgd else model.get_weights()
+        )
         logits = self._evaluator.predict(self._images, batch_size=1000, verbose=0)
         accuracy = float(np.mean(logits.argmax(axis=1) == self._labels))
         self.points.append((now - self._start_at, accuracy, steps))
 
 
-def _model(spec, name):
-    """The benchmark MLP of `spec` as a Keras model (he_normal kernels, zero biases)."""
-    if spec.kind != "mlp":
-        raise ValueError(f"the Keras benchmark runs MLPs, got {spec.name} ({spec.kind}).")
-    layers = [tf.keras.Input(spec.input_shape), tf.keras.layers.Flatten()]
-    for i, units in enumerate(spec.layers):
-        layers.append(
-            tf.keras.layers.Dense(
-                units, activation="relu", kernel_initializer=tf.keras.initializers.HeNormal(i)
-            )
-        )
-    layers.append(
-        tf.keras.layers.Dense(
-            spec.num_classes, kernel_initializer=tf.keras.initializers.HeNormal(len(spec.layers))
-        )
-    )
-    return tf.keras.Sequential(layers, name=name)
-
-
 def _inputs(spec, index):
     """`(training dataset, (test images, test labels) or None)` of worker `index`."""
-    if spec.name == specs.DIGITS_MLP.name:
+    if spec is specs.DIGITS_MLP:
         digits = data.load_digits()
         images = digits.x_train.reshape(len(digits.x_train), -1)
         dataset = (
@@ -196,14 +165,8 @@ def _inputs(spec, index):
             .batch(spec.batch_size)
         )
         return dataset, (digits.x_test.reshape(len(digits.x_test), -1), digits.y_test)
-    images, labels = specs.synthetic_batch(spec, seed=index)
-    return tf.data.Dataset.from_tensors((images, labels)).repeat(), None
-
-
-def main(argv):
-    del argv  # Unused.
-    task.serve(KerasWorker)
+    return tf.data.Dataset.from_tensors(specs.synthetic_batch(spec, seed=index)).repeat(), None
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(lambda argv: task.serve(KerasWorker))

@@ -1,30 +1,18 @@
-"""The benchmark models, as variables made with `tf.compat.v1.get_variable` plus a forward pass.
+"""The benchmark models as `get_variable`s plus a forward pass, from a spec's JSON form.
 
-Keeping the parameters apart from the forward pass lets one graph evaluate the same network
-on other values of its parameters (the EASGD centre, for time to accuracy) without a second
-set of variables.
+Python 3.7 code for TensorFlow 1.15 and 2.x alike: contrib_task.py builds contrib's side
+of the contrib section with it, task.py everything else. Keeping the parameters apart
+from the forward pass lets one graph evaluate the network on other values (the centre).
 """
 
-import math
-
+import numpy as np
 import tensorflow as tf
-
-from benchmarks.specs import (  # noqa: F401 - re-exported: models.COMM_MLP etc.
-    COMM_MLP,
-    COMPUTE_CNN,
-    DIGITS_MLP,
-    MODELS,
-    OVERHEAD,
-    TINY_MLP,
-    ModelSpec,
-    synthetic_batch,
-)
 
 
 def make_params(spec):
-    """Creates the variables of `spec` with `tf.compat.v1.get_variable`; returns name -> var."""
+    """The variables of `spec` (`ModelSpec.as_json()`), in creation order: name -> var."""
     params = {}
-    for name, shape in spec.shapes().items():
+    for name, shape in spec["shapes"]:
         if name.endswith("biases"):
             initializer = tf.compat.v1.zeros_initializer()
         else:
@@ -34,21 +22,23 @@ def make_params(spec):
 
 
 def logits(spec, params, images):
-    """The forward pass of `spec` on `images` with parameter values `params` (name -> tensor)."""
+    """The forward pass of `spec` with parameter values `params` (name -> tensor)."""
 
     def value(name):
         param = params[name]
         return param.read_value() if isinstance(param, tf.Variable) else param
 
-    if spec.kind == "mlp":
-        net = tf.reshape(images, [-1, math.prod(spec.input_shape)])
-        for i in range(len(spec.layers) + 1):
-            net = tf.matmul(net, value(f"layer_{i}/weights")) + value(f"layer_{i}/biases")
-            if i < len(spec.layers):
+    layers = spec["layers"]
+    if spec["kind"] == "mlp":
+        net = tf.reshape(images, [-1, int(np.prod(spec["input_shape"]))])
+        for i in range(len(layers) + 1):
+            net = tf.matmul(net, value(f"layer_{i}/weights"))
+            net = net + value(f"layer_{i}/biases")
+            if i < len(layers):
                 net = tf.nn.relu(net)
         return net
     net = images
-    for i in range(len(spec.layers)):
+    for i in range(len(layers)):
         net = tf.nn.conv2d(net, value(f"conv_{i}/filters"), strides=1, padding="SAME")
         net = tf.nn.relu(net + value(f"conv_{i}/biases"))
         if i > 0:

@@ -1,5 +1,4 @@
-"""The benchmark models' shapes and batches, without TensorFlow (the driver of `run.py` imports
-this)."""
+"""The benchmark models' shapes and batches, without TensorFlow (the drivers import this)."""
 
 import dataclasses
 import math
@@ -9,16 +8,8 @@ import numpy as np
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """A classifier: its input, its layers and the batch it trains on.
-
-    Attributes:
-        name: short name used in tables and flags.
-        kind: "mlp" or "cnn".
-        input_shape: shape of one example.
-        layers: hidden layer widths (mlp) or convolution channels (cnn).
-        num_classes: number of outputs.
-        batch_size: examples per local step.
-    """
+    """A classifier: name, "mlp" or "cnn", one example's shape, hidden widths (mlp) or
+    convolution channels (cnn), classes, and the batch of a local step."""
 
     name: str
     kind: str
@@ -28,7 +19,7 @@ class ModelSpec:
     batch_size: int
 
     def shapes(self):
-        """Maps each variable name to its shape, in creation order."""
+        """Each variable's name and shape, in creation order."""
         shapes = {}
         if self.kind == "mlp":
             widths = (math.prod(self.input_shape), *self.layers, self.num_classes)
@@ -46,11 +37,10 @@ class ModelSpec:
 
     @property
     def num_params(self):
-        """Number of trainable scalars."""
         return sum(math.prod(shape) for shape in self.shapes().values())
 
     def as_json(self):
-        """The spec with its variables in creation order, for models_py37.py (TF 1.15)."""
+        """The spec with its variables in creation order, for models.py."""
         return {
             **dataclasses.asdict(self),
             "shapes": [[name, list(shape)] for name, shape in self.shapes().items()],
@@ -65,16 +55,13 @@ def synthetic_batch(spec, seed=0):
     return images, labels
 
 
-#: Communication-heavy: 2.9 M parameters, little compute per parameter (784-1024x3-10 MLP).
+#: Communication-heavy: 2.9 M parameters, little compute per parameter.
 COMM_MLP = ModelSpec("mlp-2.9M", "mlp", (784,), (1024, 1024, 1024), 10, 64)
 #: Compute-heavy: 0.1 M parameters, three 3x3 convolutions on 32x32x3 images.
 COMPUTE_CNN = ModelSpec("cnn-0.1M", "cnn", (32, 32, 3), (32, 64, 128), 10, 16)
-#: The time-to-accuracy model: the communication-heavy MLP shape on 8x8 digits (2.2 M).
+#: The time-to-accuracy model: the same MLP shape on the 8x8 digits (2.2 M).
 DIGITS_MLP = ModelSpec("digits-mlp-2.2M", "mlp", (64,), (1024, 1024, 1024), 10, 32)
-
 #: A tiny model (25 K parameters), where a fixed cost per step weighs most.
 TINY_MLP = ModelSpec("mlp-25K", "mlp", (784,), (32,), 10, 64)
 
 MODELS = {spec.name: spec for spec in (COMM_MLP, COMPUTE_CNN, DIGITS_MLP, TINY_MLP)}
-#: The models of the per-step overhead section.
-OVERHEAD = (COMM_MLP, COMPUTE_CNN, TINY_MLP)

@@ -2,7 +2,7 @@
 
 Each case compares `parse_message` with TensorFlow's own `parse_message`, kept at import
 (before any test installs ours), on the same text: the two must agree exactly. No timing
-here; `python -m benchmarks.error_messages` measures both.
+here (benchmarks/error_messages.py, at commit 6b196fe, measured both).
 """
 
 import random

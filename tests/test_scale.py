@@ -62,10 +62,21 @@ def test_the_quick_run_measures_and_writes_its_report(tmp_path):
     text = report.read_text()
     assert text.startswith("# Scaling\n\nHand-written.\n")
     assert "\nold\n" not in text and text.count(scale_report.BEGIN) == 1
-    assert "### Every window beside the model" in text
+    assert "### Measured against the model" in text
+    # Every window beside its prediction goes to a CSV the block links to, not into it.
+    windows = (tmp_path / "scale_windows.csv").read_text().splitlines()
+    assert len(windows) == 1 + len(windows_kept(results))
+    assert "(scale_windows.csv)" in text
     assert results["revision"]["commit"] in text
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "scale.png").stat().st_size > 0
+
+
+def windows_kept(results):
+    """The windows in which every worker exchanged once at least (the report keeps those)."""
+    return [
+        w for pc in results["ps_counts"] for w in pc["windows"] if w["exchanges"] >= w["workers"]
+    ]
 
 
 def test_help_answers_at_once_without_tensorflow():

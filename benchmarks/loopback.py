@@ -1,0 +1,232 @@
+"""Sections 1 to 4 of BENCHMARKS.md, on 1 ps + 2 worker processes over loopback.
+
+1. throughput: steps/s per worker of each configuration (graphs.py), TF1 and TF2 graph
+   mode, interleaved rounds; 2. bytes: loopback bytes per local step of one worker, in a
+   private network namespace; 3. accuracy: seconds until the shared model reaches 97 % on
+   the digits; 4. overhead: time per step of EASGD's non-exchange steps against plain SGD,
+   in fresh processes without a cluster.
+"""
+
+import statistics
+
+from benchmarks import contrib, rounds, specs, tables
+from benchmarks.harness import BenchCluster
+from benchmarks.rounds import ACCURACY_TARGET, throughput
+from benchmarks.tables import num, per_round_ratio, table, theory_bytes
+
+FULL_CONFIGS = ("local", "async", "sync", "easgd-1", "easgd-4", "easgd-10", "easgd-64",
+                "easgd-10-remotecall", "naive-easgd-10", "copy-easgd-10")  # fmt: skip
+QUICK_CONFIGS = ("local", "async", "sync", "easgd-1", "easgd-10", "easgd-64")
+TF2_CONFIGS = ("local", "async", "easgd-10", "easgd-10-remotecall", "naive-easgd-10",
+               "copy-easgd-10")  # fmt: skip
+#: easgd-train's defaults on loopback: the paper's moving rate 0.9 / W, rho 0.
+PAPER_EASGD = "easgd-10-alpha0.45"
+ACCURACY_CONFIGS = ((PAPER_EASGD, None), ("easgd-10", None), ("async", None), ("local", 1))
+QUICK_ACCURACY_CONFIGS = ((PAPER_EASGD, None), ("async", None), ("local", 1))
+OVERHEAD_MODELS = (specs.COMM_MLP, specs.COMPUTE_CNN, specs.TINY_MLP)
+MLP = specs.COMM_MLP.name
+
+
+def measure(results, sections, workers, quick, num_rounds, with_tf2, netns, logs, log):
+    """Runs those of sections 1 to 4 in `sections` into `results`."""
+    seconds, warm_secs = (3.0, 1.5) if quick else (8.0, 3.0)
+    if sections & {"throughput", "bytes", "accuracy"}:
+        with BenchCluster(1, workers, "tf1", logs / "tf1", netns=netns) as cluster:
+            log(f"cluster up: 1 ps + {workers} workers (tf1), netns {cluster.netns}")
+            configs = QUICK_CONFIGS if quick else FULL_CONFIGS
+            if "throughput" in sections:
+                results["throughput"] = {MLP: throughput(
+                    cluster, MLP, configs, num_rounds, seconds, warm_secs, log)}  # fmt: skip
+                if not quick:  # The CNN in half the rounds.
+                    results["throughput"][specs.COMPUTE_CNN.name] = throughput(
+                        cluster, specs.COMPUTE_CNN.name, configs, (num_rounds + 1) // 2, seconds,
+                        warm_secs, log,
+                    )  # fmt: skip
+            if "bytes" in sections and netns:
+                results["bytes_window"] = window = {"warm_steps": 64, "steps": 64 if quick else 128}
+                results["bytes"] = {}
+                for config in ("local", "async", "easgd-10", "easgd-64") if quick else configs:
+                    container = rounds.build_config(cluster, config, MLP, [0])
+                    answer = cluster.call(0, "count_bytes", rounds.CALL_TIMEOUT_SECS, **window)
+                    rounds.release(cluster, [0], container)
+                    results["bytes"][config] = answer["lo_bytes"] / answer["steps"]
+                    log(f"  bytes {config:>15}: {results['bytes'][config] / 1e6:.3f} MB a step")
+            if "accuracy" in sections:
+                configs = QUICK_ACCURACY_CONFIGS if quick else ACCURACY_CONFIGS
+                repeats, seconds_each = (1, 10.0) if quick else (2, 25.0)
+                results["accuracy"] = rounds.time_to_accuracy(
+                    cluster, configs, repeats, seconds_each, 0.5, log
+                )
+    if with_tf2 and "throughput" in sections:
+        with BenchCluster(1, workers, "tf2", logs / "tf2", netns=netns) as cluster:
+            log(f"cluster up: 1 ps + {workers} workers (tf2)")
+            measured = throughput(cluster, MLP, TF2_CONFIGS, (num_rounds + 1) // 2, 8.0, 3.0, log)
+            results["throughput_tf2"] = {MLP: measured}
+    if "overhead" in sections:
+        worlds = ("tf1", "tf2") if with_tf2 else ("tf1",)
+        results["overhead"] = {world: _overhead(world, quick, logs, log) for world in worlds}
+
+
+def _overhead(world, quick, logs, log):
+    """Per model: each fresh process's answer, and the blocks of all of them pooled."""
+    models = [specs.TINY_MLP.name] if quick else [spec.name for spec in OVERHEAD_MODELS]
+    answers = {model: [] for model in models}
+    for index in range(1 if quick else 2):
+        with BenchCluster(1, 1, world, logs / f"overhead-{world}-{index}") as cluster:
+            for model in models:
+                blocks = {"blocks": 6 if quick else 8, "block_secs": 0.25}
+                answer = cluster.call(
+                    0, "overhead", rounds.CALL_TIMEOUT_SECS, model=model, **blocks
+                )
+                answers[model].append(answer)
+    results = {}
+    for model, processes in answers.items():
+        keys = processes[0]["block_secs_per_step"]
+        pooled = {k: [s for a in processes for s in a["block_secs_per_step"][k]] for k in keys}
+        medians = {key: statistics.median(values) for key, values in pooled.items()}
+        results[model] = {"processes": processes, "block_secs_per_step": pooled,
+                          "median_secs_per_step": medians}  # fmt: skip
+        times = ", ".join(f"{key} {value * 1e3:.3f} ms" for key, value in medians.items())
+        log(f"  overhead {world} {model}: {times}")
+    return results
+
+
+def _panels(results):
+    panels = [(f"{m}, TF1", r) for m, r in results.get("throughput", {}).items()]
+    return panels + [(f"{m}, TF2", r) for m, r in results.get("throughput_tf2", {}).items()]
+
+
+def render(results, plots):
+    """The Markdown of sections 1 to 4 (each where measured)."""
+    out, panels = [], _panels(results)
+    if panels:
+        configs = dict.fromkeys(c for _, by_config in panels for c in by_config)
+        rows = []
+        for config in configs:
+            cells = [config]
+            for _, by_config in panels:
+                cells.append(num(tables.median_of(by_config, config)))
+                cells.append(num(per_round_ratio(by_config, config, "local"), 2))
+            rows.append([*cells, num(per_round_ratio(panels[0][1], config, "async"), 2)])
+        names = " | ".join(f"{name} steps/s | x local" for name, _ in panels)
+        header = f"-configuration | {names} | x async ({panels[0][0]})"
+        out += ["## 1. Worker throughput", "", THROUGHPUT, "", table(header, rows), ""]
+        out += [f"![throughput]({plots['throughput']})", ""] if "throughput" in plots else []
+    out += contrib.render(results) if "contrib" in results else []
+    out += ["## 2. Bytes on the wire per local step", ""]
+    if "bytes" in results:
+        params, base = results["models"][MLP]["params"], results["bytes"].get("local", 0.0)
+        rows = []
+        for config, value in results["bytes"].items():
+            theory = theory_bytes(config, params, _window(results))
+            ratio = num((value - base) / theory if theory else None, 3)
+            rows.append(
+                f"{config} | {value / 1e6:.3f} | {num(theory and theory / 1e6, 3)} | {ratio}"
+            )
+        header = "-configuration | MB a step | theory MB | (MB - local's) / theory"
+        out += [BYTES, "", table(header, rows), ""]
+    else:
+        out += [f"Skipped: {results.get('netns_skip_reason') or 'not run'}.", ""]
+    if "accuracy" in results:
+        rows = tables.accuracy_rows(results["accuracy"], ACCURACY_TARGET)
+        out += ["## 3. Time to accuracy", "", ACCURACY, "", table(tables.ACCURACY_HEADER, rows), ""]
+        out += [f"![learning curves]({plots['accuracy']})", ""] if "accuracy" in plots else []
+    if "overhead" in results:
+        rows = []
+        for world, by_model in results["overhead"].items():
+            for model, answer in by_model.items():
+                m = answer["median_secs_per_step"]
+                rows.append(f"{world} | {model} | {m['sgd'] * 1e3:.3f} | {m['easgd'] * 1e3:.3f} | "
+                            f"{(m['easgd'] / m['sgd'] - 1) * 100:+.1f} % | "
+                            f"{(m['cond'] / m['sgd'] - 1) * 100:+.1f} %")  # fmt: skip
+        header = "-world | -model | SGD ms/step | EASGD ms/step | EASGD overhead | empty cond's"
+        out += ["## 4. Per-step overhead", "", OVERHEAD, "", table(header, rows), ""]
+    return out
+
+
+def _window(results):
+    window = results.get("bytes_window")
+    return (window["warm_steps"], window["steps"]) if window else None
+
+
+def _overhead_of(answer):
+    medians = answer["median_secs_per_step"]
+    return medians["easgd"] / medians["sgd"] - 1
+
+
+def targets(results):
+    """(target, measured, met) rows of sections 1 to 4."""
+    rows, by_config = [], results.get("throughput", {}).get(MLP, {})
+    for reference, goal in (("copy-easgd-10", 0.97), ("async", 1.5)):
+        if reference in by_config and "easgd-10" in by_config:
+            ratio = tables.median_of(by_config, "easgd-10") / tables.median_of(by_config, reference)
+            in_round = per_round_ratio(by_config, "easgd-10", reference)
+            measured = f"{ratio:.2f} x (medians), {in_round:.2f} x (per round)"
+            rows.append((f"easgd-10 >= {goal} x `{reference}` ({MLP})", measured, ratio >= goal))
+    for world, by_model in results.get("overhead", {}).items():
+        overheads = {model: _overhead_of(answer) for model, answer in by_model.items()}
+        measured = ", ".join(f"{model} {value * 100:+.1f} %" for model, value in overheads.items())
+        met = all(value <= 0.05 for value in overheads.values())
+        rows.append((f"non-exchange steps' overhead <= 5 % ({world})", measured, met))
+    if "bytes" in results:
+        params, base = results["models"][MLP]["params"], results["bytes"].get("local", 0.0)
+        easgd = {c: v for c, v in results["bytes"].items() if c.startswith("easgd-")}
+        ratios = [(v - base) / theory_bytes(c, params, _window(results)) for c, v in easgd.items()]
+        measured = ", ".join(f"{ratio:.3f}" for ratio in ratios)
+        met = all(abs(ratio - 1) <= 0.10 for ratio in ratios)
+        rows.append(("EASGD's bytes a step within 10 % of theory, every period", measured, met))
+    summary = tables.accuracy_summary(results.get("accuracy", {}), ACCURACY_TARGET)
+    if PAPER_EASGD in summary and "async" in summary:
+        easgd, other = (tables.median_time(summary[c][0]) for c in (PAPER_EASGD, "async"))
+        measured = f"{tables.seconds(easgd)}; async {tables.seconds(other)}"
+        met = easgd is not None and (other is None or easgd <= other)
+        rows.append((f"time to 97 %: `{PAPER_EASGD}` <= async SGD", measured, met))
+    return rows
+
+
+def plot(results, out):
+    """throughput.png and accuracy.png into `out`: {name: path}."""
+    plt, paths, panels = tables.pyplot(), {}, _panels(results)
+    if panels:
+        figure, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2))
+        for axis, (title, by_config) in zip(figure.axes, panels, strict=True):
+            summary = tables.summarize_throughput(by_config)
+            medians, lows, highs = zip(*summary.values(), strict=True)
+            errors = [[m - lo for m, lo in zip(medians, lows, strict=True)],
+                      [hi - m for m, hi in zip(medians, highs, strict=True)]]  # fmt: skip
+            axis.bar(list(summary), medians, yerr=errors, capsize=3)
+            axis.set(title=title, ylabel="steps/s per worker (median, min-max)")
+            axis.tick_params(axis="x", rotation=45, labelsize=8)
+        paths["throughput"] = tables.save(figure, out / "throughput.png")
+    if "accuracy" in results:
+        paths["accuracy"] = curves(results["accuracy"], out / "accuracy.png")
+    return paths
+
+
+def curves(by_config, path):
+    """Test accuracy against wall time, a colour per configuration; returns `path`."""
+    figure, axis = tables.pyplot().subplots(figsize=(7, 4.2))
+    for index, (config, runs) in enumerate(by_config.items()):
+        for repeat, run in enumerate(runs):
+            label = f"{config} x{len(run['steps'])}" if repeat == 0 else None
+            seconds, accuracy, _ = zip(*run["curve"], strict=True)
+            axis.plot(seconds, accuracy, color=f"C{index}", label=label)
+    axis.axhline(ACCURACY_TARGET, color="#2ca02c", linestyle="--", linewidth=1)
+    axis.set(ylim=(0.5, 1.0), xlabel="wall time (s)", ylabel="test accuracy of the shared model")
+    axis.legend(loc="lower right", fontsize=8)
+    return tables.save(figure, path)
+
+
+THROUGHPUT = """\
+Steps/s per worker (median of interleaved rounds) and the median per-round ratio. `local`:
+no ps; `async`/`sync`: variables on the ps; `easgd-P`: period P, rho 0, direct calls;
+`-remotecall`: by RemoteCall; `naive-`: a cross-device cond; `copy-`: no arithmetic (floor)."""
+BYTES = """\
+Loopback bytes per local step of one worker, alone in a namespace, 128 steps after 64, against
+the payload (the model both ways a step for async SGD, an exchange for EASGD)."""
+ACCURACY = """\
+The digits MLP (2.2 M parameters), SGD 0.05; worker 0 evaluates the shared model every 0.5 s.
+`easgd-10`: contrib's moving rate (0.9 / tau / W), `easgd-10-alpha0.45`: the paper's."""
+OVERHEAD = """\
+Median time per step (3 graphs in 2 fresh processes per world) of SGD, EASGD on steps that
+never exchange, and SGD + an empty `tf.cond` on a counter."""
