@@ -28,13 +28,8 @@ def _markdown_files():
 
 def _prose_lines(path):
     """The lines of `path` outside fenced code blocks, with inline code blanked."""
-    fenced = False
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if FENCE.match(line.strip()):
-            fenced = not fenced
-            continue
-        if not fenced:
-            yield number, re.sub(r"`[^`]*`", "``", line)
+    for number, line in _prose_lines_with_code(path):
+        yield number, re.sub(r"`[^`]*`", "``", line)
 
 
 def slug(heading):

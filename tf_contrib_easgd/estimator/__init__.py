@@ -7,13 +7,9 @@ shows how. TensorFlow 2.16 and later have no `tf.estimator`: importing this modu
 raises an ImportError that says what to install.
 """
 
-from tf_contrib_easgd.estimator.helper import (
-    ElasticAverageEstimatorHelper,
-    StopAtLocalStepHook,
-    count_workers,
-    exchanges_for,
-    session_config,
-)
+from tf_contrib_easgd.cluster.tf_config import count_workers, session_config
+from tf_contrib_easgd.estimator.helper import ElasticAverageEstimatorHelper
+from tf_contrib_easgd.estimator.local_steps import StopAtLocalStepHook, exchanges_for
 
 __all__ = [
     "ElasticAverageEstimatorHelper",

@@ -1,25 +1,13 @@
-"""`ElasticAverageEstimatorHelper`: an Estimator's model_fn under EASGD, and the limits of
-an Estimator job in local steps (`tf_contrib_easgd.estimator` exports them)."""
+"""`ElasticAverageEstimatorHelper`: an Estimator's model_fn under EASGD
+(`tf_contrib_easgd.estimator` exports it with the limits of a job in local steps)."""
 
 import tensorflow as tf
 
-from tf_contrib_easgd.cluster.tf_config import (
-    TRAINER_TYPES,
-    count_workers,
-    easgd_worker_index,
-    session_config,
-)
+from tf_contrib_easgd.cluster.tf_config import TRAINER_TYPES, easgd_worker_index
 from tf_contrib_easgd.custom_getter import ElasticAverageCustomGetter
-from tf_contrib_easgd.estimator.local_steps import StopAtLocalStepHook, exchanges_for
 from tf_contrib_easgd.optimizer import ElasticAverageOptimizer
 
-__all__ = [
-    "ElasticAverageEstimatorHelper",
-    "StopAtLocalStepHook",
-    "count_workers",
-    "exchanges_for",
-    "session_config",
-]
+__all__ = ["ElasticAverageEstimatorHelper"]
 
 
 def _import_estimator():
