@@ -2,14 +2,17 @@
 
     python tools/test_matrix.py                  # every pair, then docs/VERSIONS.md
     python tools/test_matrix.py --pairs=3.12:2.18 --keep_venvs
+    python tools/test_matrix.py --pairs=3.11:2.15 --merge   # one pair again, others kept
 
 For each TensorFlow minor release from 2.15 to 2.21 (its last patch) and each Python from
 3.10 to 3.13 for which PyPI has a TensorFlow wheel, it makes a virtual environment of its
 own, installs the package with that TensorFlow (and the tf-keras of the same minor, and
 tensorflow-estimator for 2.15), runs `pytest -m "not e2e and not subprocess"` (the tests
-that need no OS process of their own), records the counts, and deletes the environment
-(they take about 2 GB each). The table goes into the generated block of docs/VERSIONS.md,
-with the date and the commit. Never part of `make test` or CI: about two hours.
+that need no OS process of their own), records the counts and the failing tests (each
+pair's whole output goes to --pytest_logs), and deletes the environment (they take about 2 GB
+each). Each outcome is appended to --record, so that --merge can redo some pairs. The table
+goes into the generated block of docs/VERSIONS.md, with the date and the commit. Never part
+of `make test` or CI: about two hours.
 """
 
 import dataclasses
@@ -57,6 +60,17 @@ flags.DEFINE_list("pairs", None, "Python:TensorFlow pairs to run, e.g. 3.12:2.18
 flags.DEFINE_string("report", str(ROOT / "docs" / "VERSIONS.md"), "Markdown file to update.")
 flags.DEFINE_string("pyenv_root", str(pathlib.Path.home() / ".pyenv"), "Where pyenv's Pythons are.")
 flags.DEFINE_bool("keep_venvs", False, "Keep each environment instead of deleting it.")
+flags.DEFINE_string(
+    "pytest_logs", str(pathlib.Path(tempfile.gettempdir()) / "easgd-matrix-logs"),
+    "Where each pair's pytest output is written.",
+)  # fmt: skip
+flags.DEFINE_string(
+    "record", str(pathlib.Path(tempfile.gettempdir()) / "easgd-matrix-outcomes.jsonl"),
+    "A file each pair's outcome is appended to, as a JSON line.",
+)  # fmt: skip
+flags.DEFINE_bool(
+    "merge", False, "Report the pairs of --record not run this time beside this run's."
+)
 FLAGS = flags.FLAGS
 
 
@@ -72,6 +86,7 @@ class Outcome:
     errors: int = 0
     minutes: float = 0.0
     problem: str = ""
+    failures: list = dataclasses.field(default_factory=list)  # "tests/x.py::test_y"
 
     @property
     def ok(self):
@@ -93,8 +108,9 @@ def find_python(version, pyenv_root):
     return shutil.which(f"python{version}")
 
 
-def run_pair(python, minor, pyenv_root, keep_venv):
-    """Installs and tests one pair; returns its `Outcome`."""
+def run_pair(python, minor, pyenv_root, keep_venv, log_dir):
+    """Installs and tests one pair, writing pytest's output to `log_dir`; returns its
+    `Outcome`."""
     outcome = Outcome(python, TENSORFLOW[minor])
     interpreter = find_python(python, pyenv_root)
     if interpreter is None:
@@ -130,6 +146,8 @@ def run_pair(python, minor, pyenv_root, keep_venv):
                  "HOME": str(pathlib.Path.home())},
             check=False,
         )  # fmt: skip
+        log_dir.mkdir(parents=True, exist_ok=True)
+        (log_dir / f"python{python}-tf{minor}.log").write_text(done.stdout + done.stderr)
         _count(outcome, done.stdout)
         if outcome.passed == 0 and not outcome.failed:
             outcome.problem = "pytest ran nothing: " + _last_line(done.stdout + done.stderr)
@@ -159,6 +177,8 @@ def _count(outcome, output):
     for number, word in re.findall(r"(\d+) (passed|failed|skipped|errors?)", summary[-1]):
         field = "errors" if word.startswith("error") else word
         setattr(outcome, field, int(number))
+    # pytest's short summary: "FAILED tests/test_x.py::test_y - AssertionError: ...".
+    outcome.failures = re.findall(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)
 
 
 def _last_line(text):
@@ -185,6 +205,13 @@ def table(outcomes):
             else:
                 cells.append(f"**{outcome.problem or f'{outcome.failed} failed'}**")
         lines.append(f"| {python} | " + " | ".join(cells) + " |")
+    failures = [
+        f"- Python {o.python}, TensorFlow {o.tensorflow}: `{failure}`"
+        for o in outcomes
+        for failure in o.failures
+    ]
+    if failures:
+        lines += ["", "Failing tests:", "", *failures]
     return "\n".join(lines)
 
 
@@ -215,11 +242,23 @@ def main(argv):
         if unknown:
             raise app.UsageError(f"--pairs: {unknown} have no TensorFlow wheel; pairs: {pairs}")
         pairs = wanted
+    record = pathlib.Path(FLAGS.record)
     outcomes = []
+    if FLAGS.merge and record.exists():
+        earlier = {}
+        for line in record.read_text().splitlines():
+            outcome = Outcome(**json.loads(line))
+            earlier[(outcome.python, outcome.tensorflow.rsplit(".", 1)[0])] = outcome
+        outcomes = [outcome for pair, outcome in earlier.items() if pair not in pairs]
     for python, minor in pairs:
-        outcome = run_pair(python, minor, FLAGS.pyenv_root, FLAGS.keep_venvs)
+        outcome = run_pair(
+            python, minor, FLAGS.pyenv_root, FLAGS.keep_venvs, pathlib.Path(FLAGS.pytest_logs)
+        )
         outcomes.append(outcome)
-        print(json.dumps(dataclasses.asdict(outcome)), flush=True)
+        line = json.dumps(dataclasses.asdict(outcome))
+        print(line, flush=True)
+        with record.open("a") as file:
+            file.write(line + "\n")
         write_report(FLAGS.report, outcomes)  # After each pair: a cut-short run keeps its rows.
     print(table(outcomes))
     return 0 if all(outcome.ok for outcome in outcomes) else 1
