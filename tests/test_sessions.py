@@ -339,3 +339,29 @@ def test_session_rebuilds_set_the_centre_back_only_with_tensorflows_session(
     if ours:
         kept = tf_contrib_easgd.CentreKeepingScaffold.KEPT
         assert hows == [tf_contrib_easgd.CentreKeepingScaffold.INITIALISED] + [kept] * 3
+
+
+def test_a_timeout_names_what_the_last_answered_check_found(monkeypatch):
+    # The checks answer "v" is uninitialised until the last one, which the deadline leaves
+    # too little time to answer: the error names "v", not the unanswered check.
+    answers = iter([[b"v"], [b"v"]])
+
+    class Session:
+        def __init__(self, master, graph, config):
+            pass
+
+        def run(self, fetches, options):
+            answer = next(answers, None)
+            if answer is None:
+                raise tf.errors.DeadlineExceededError(None, None, "no answer")
+            return answer
+
+        def close(self):
+            pass
+
+    clock = iter([0.0, 0.0, 0.1, 0.2, 0.3, 1.0, 2.0, 3.0])
+    monkeypatch.setattr(tf.compat.v1, "Session", Session)
+    monkeypatch.setattr(sessions, "POLL_SECS", 0.0)
+    monkeypatch.setattr(sessions.time, "monotonic", lambda: next(clock))
+    with pytest.raises(TimeoutError, match=r"within 0.5 s; still uninitialised: \['v'\]"):
+        sessions._wait_until_empty("grpc://w1", None, "ready", None, timeout_secs=0.5)

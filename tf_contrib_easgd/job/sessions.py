@@ -89,6 +89,7 @@ def _wait_until_empty(master, graph, ready, config, timeout_secs):
     """
     deadline = time.monotonic() + timeout_secs
     session = None
+    answered = None  # What the last answered poll named: the last poll may have had no time.
     try:
         while True:
             if session is None:
@@ -98,18 +99,20 @@ def _wait_until_empty(master, graph, ready, config, timeout_secs):
                 timeout_in_ms=int(min(left, POLL_DEADLINE_SECS) * 1000)
             )
             try:
-                uninitialised = session.run(ready, options=options)
+                answered = uninitialised = session.run(ready, options=options)
             except tf.errors.DeadlineExceededError:
-                uninitialised = [_NO_ANSWER]
+                uninitialised = None
                 session.close()
                 session = None
-            if len(uninitialised) == 0:
+            if uninitialised is not None and len(uninitialised) == 0:
                 return
             if time.monotonic() >= deadline:
-                names = [n.decode() if isinstance(n, bytes) else n for n in uninitialised]
+                names = [_NO_ANSWER] if answered is None else answered
+                names = [n.decode() if isinstance(n, bytes) else n for n in names]
                 raise TimeoutError(
                     f"The chief did not initialise the centre within {timeout_secs:g} s; "
-                    f"still uninitialised: {names[:5]}. Is the chief worker running?"
+                    f"still uninitialised: {names[:5]}. Is the chief worker running, and "
+                    "does it build the same variables (the same names) as this worker?"
                 )
             time.sleep(POLL_SECS)
     finally:

@@ -1,7 +1,8 @@
 """Which weights of a Keras model have a centre, the variables that hold them, their names.
 
 Keras 3 and tf-keras alike: `averaged_weights` picks every floating-point weight once,
-`tf_variable` finds the `tf.Variable` behind each, and `centre_specs` names their centres.
+`tf_variable` finds the `tf.Variable` behind each, and `centre_specs` names their centres
+by position, so that every worker names them alike.
 """
 
 import re
@@ -44,15 +45,18 @@ def tf_variable(weight):
 
 
 def centre_specs(weights):
-    """A `CentreSpec` per weight, named after it (unique, as op names allow)."""
-    specs, taken = [], set()
-    for weight in weights:
-        name = getattr(weight, "path", None) or weight.name.split(":")[0]
-        name = _INVALID_NAME_CHARACTERS.sub("_", name)
-        name = name if re.match(r"[A-Za-z0-9.]", name) else f"w{name}"
-        unique, count = name, 1
-        while unique in taken:
-            unique, count = f"{name}_{count}", count + 1
-        taken.add(unique)
-        specs.append(CentreSpec(unique, tuple(weight.shape), tf.as_dtype(weight.dtype)))
+    """A `CentreSpec` per weight, named by its position and short name ("weight_03_kernel").
+
+    Not by its path: Keras numbers unnamed layers and models per process ("dense",
+    "dense_1", ...), so a worker that built another model first would give the same weight
+    another path than the chief's, and wait for centres nobody makes. Workers train the
+    same architecture, so positions agree.
+    """
+    width = len(str(len(weights) - 1))
+    specs = []
+    for index, weight in enumerate(weights):
+        path = getattr(weight, "path", None) or weight.name.split(":")[0]
+        short = _INVALID_NAME_CHARACTERS.sub("_", path.rsplit("/", 1)[-1])
+        name = f"weight_{index:0{width}d}_{short}"
+        specs.append(CentreSpec(name, tuple(weight.shape), tf.as_dtype(weight.dtype)))
     return specs
