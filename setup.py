@@ -30,7 +30,12 @@ setuptools.setup(
         "tf_contrib_easgd.trainer",
     ],
     install_requires=[
-        "tensorflow>=2.15,<2.22",  # Tested: 2.15.1 (make test-tf215) and 2.21.0 (make test).
+        # Every minor release from 2.15 to 2.21 passes `make test-matrix` (docs/VERSIONS.md).
+        "tensorflow>=2.15,<2.22",
+        # TensorFlow 2.20 asks for protobuf>=5.28 with no cap, but its write_graph (run by a
+        # chief's MonitoredTrainingSession) passes float_format, which protobuf 7 removed.
+        # 2.15-2.19 cap it below 6 themselves; 2.21 accepts 6.31 and later.
+        "protobuf<7",
         "absl-py>=1.0",
         "numpy",
         "scikit-learn>=1.2",  # Ships the embedded 8x8 digits dataset of easgd-train.

@@ -68,3 +68,19 @@ def test_failing_tests_are_named_under_the_table():
     assert rows[-1] == (
         "- Python 3.11, TensorFlow 2.17.1: `tests/test_keras_callback.py::test_restart`"
     )
+
+
+def test_the_report_names_the_commit_of_each_pair(tmp_path):
+    report = tmp_path / "VERSIONS.md"
+    report.write_text(f"# Versions\n\n{test_matrix.BEGIN}\nold\n{test_matrix.END}\nkept\n")
+    outcomes = [
+        test_matrix.Outcome("3.11", "2.15.1", passed=5, commit="commit aaa"),
+        test_matrix.Outcome("3.11", "2.16.2", passed=5, commit="commit aaa"),
+        test_matrix.Outcome("3.12", "2.20.0", passed=5, commit="commit bbb"),
+    ]
+    test_matrix.write_report(report, outcomes)
+    text = report.read_text()
+    assert "at commit aaa (3.11/2.15.1, 3.11/2.16.2); commit bbb (3.12/2.20.0);" in text
+    assert "old" not in text and text.endswith(f"{test_matrix.END}\nkept\n")
+    test_matrix.write_report(report, outcomes[:1])
+    assert "at commit aaa; `pytest" in report.read_text()

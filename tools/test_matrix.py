@@ -87,6 +87,7 @@ class Outcome:
     minutes: float = 0.0
     problem: str = ""
     failures: list = dataclasses.field(default_factory=list)  # "tests/x.py::test_y"
+    commit: str = ""  # What was tested, as `revision_text` says it.
 
     @property
     def ok(self):
@@ -111,7 +112,7 @@ def find_python(version, pyenv_root):
 def run_pair(python, minor, pyenv_root, keep_venv, log_dir):
     """Installs and tests one pair, writing pytest's output to `log_dir`; returns its
     `Outcome`."""
-    outcome = Outcome(python, TENSORFLOW[minor])
+    outcome = Outcome(python, TENSORFLOW[minor], commit=revision_text(source_revision()))
     interpreter = find_python(python, pyenv_root)
     if interpreter is None:
         outcome.problem = f"no Python {python} here"
@@ -218,10 +219,19 @@ def table(outcomes):
 def write_report(path, outcomes):
     """Replaces the generated block of `path` with the table, the date and the commit."""
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+    commits = {}
+    for outcome in outcomes:
+        commits.setdefault(outcome.commit, []).append(f"{outcome.python}/{outcome.tensorflow}")
+    if len(commits) == 1:
+        where = f"at {next(iter(commits))}"
+    else:
+        where = "at " + "; ".join(
+            f"{commit} ({', '.join(pairs)})" for commit, pairs in commits.items()
+        )
     block = "\n".join(
         [
             BEGIN,
-            f"Measured on {stamp} at {revision_text(source_revision())}; `pytest -m "
+            f"Measured on {stamp} {where}; `pytest -m "
             f'"{TEST_SELECTION}"` in a new virtual environment per pair.',
             "",
             table(outcomes),
