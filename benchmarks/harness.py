@@ -211,11 +211,8 @@ def timed_window(cluster, workers, seconds, warm_secs):
 def window_with_bytes(cluster, workers, seconds, warm_secs):
     """A window on a shaped network: each worker's steps over the time to its last step in
     the window, the bytes of the ps's link in it and each task's CPU share."""
-    start_at, processes, tasks = (
-        wall_time_in(warm_secs),
-        [cluster.workers[w] for w in workers],
-        cluster.tasks,
-    )
+    start_at, processes = wall_time_in(warm_secs), [cluster.workers[w] for w in workers]
+    tasks = cluster.tasks
     for process in processes:
         process.send("run", start_at=start_at, seconds=seconds)
     time.sleep(max(0.0, start_at - time.time()))

@@ -92,13 +92,8 @@ class _Window(tf.keras.callbacks.Callback):
 
     def __init__(self, start_at, seconds, curve=None, wait=False):
         super().__init__()
-        self._start_at, self._end, self._curve, self._wait = (
-            start_at,
-            start_at + seconds,
-            curve,
-            wait,
-        )
-        self.warm = self.steps = 0
+        self._start_at, self._end = start_at, start_at + seconds
+        self._curve, self._wait, self.warm, self.steps = curve, wait, 0, 0
 
     def on_train_batch_begin(self, batch, logs=None):
         if self._wait:  # After the EASGD callback's start, which comes before any batch.

@@ -36,10 +36,8 @@ class ModelSpec:
         channels = (self.input_shape[-1], *self.layers)
         for i, (a, b) in enumerate(zip(channels, channels[1:])):
             shapes[f"conv_{i}/filters"], shapes[f"conv_{i}/biases"] = (3, 3, a, b), (b,)
-        shapes["logits/weights"], shapes["logits/biases"] = (
-            (b, self.num_classes),
-            (self.num_classes,),
-        )
+        shapes["logits/weights"] = (channels[-1], self.num_classes)
+        shapes["logits/biases"] = (self.num_classes,)
         return shapes
 
     @property

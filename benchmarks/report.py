@@ -30,10 +30,8 @@ def source_revision():
 
     paths = ("benchmarks", ":!benchmarks/results", "tf_contrib_easgd", "setup.py")
     try:
-        head, status = (
-            git("rev-parse", "--short", "HEAD"),
-            git("status", "--porcelain", "--", *paths),
-        )
+        head = git("rev-parse", "--short", "HEAD")
+        status = git("status", "--porcelain", "--", *paths)
     except (OSError, subprocess.SubprocessError):
         return {"commit": "unknown", "changed": []}
     return {"commit": head.strip(), "changed": sorted(line[3:] for line in status.splitlines())}

@@ -239,10 +239,8 @@ def ledger(cluster, workers, poll, log):
 
 def checkpoint(cluster, model, ps_tasks, log):
     """easgd-train's sharded checkpoint of the centre on `ps_tasks` ps tasks."""
-    container, model_dir = (
-        f"c{os.getpid()}p{ps_tasks}",
-        tempfile.mkdtemp(prefix="easgd-scale-ckpt-"),
-    )
+    container = f"c{os.getpid()}p{ps_tasks}"
+    model_dir = tempfile.mkdtemp(prefix="easgd-scale-ckpt-")
     answer = cluster.call(0, "checkpoint", model=model, ps_tasks=ps_tasks, container=container,
                           model_dir=model_dir, repeats=CHECKPOINT_REPEATS)  # fmt: skip
     cluster.call(0, "release", container=container)
@@ -260,10 +258,8 @@ def measure(results, log):
     results.update(model=MODEL, plan=plan, netns=reason is None, netns_skip_reason=reason,
                    pinning={"ps": PS_CPUS, "workers": WORKER_CPUS})  # fmt: skip
     results["reuse_freed_memory"] = True
-    logs, most = (
-        pathlib.Path(tempfile.mkdtemp(prefix="easgd-bench-scale-logs-")),
-        max(plan["workers"]),
-    )
+    logs = pathlib.Path(tempfile.mkdtemp(prefix="easgd-bench-scale-logs-"))
+    most = max(plan["workers"])
     with ScaleCluster(max(plan["ps"]), most, plan["hosts"], logs, reason is None) as cluster:
         log(f"{most} workers in {plan['hosts']} hosts; logs {logs}; links: {reason or 'shaped'}")
         compute_secs = cluster.call(0, "calibrate", model=MODEL)["compute_secs"]

@@ -164,13 +164,7 @@ class Host:
 
     def calibrate(self, model, steps=40):
         """The median time of a real local step of `model` in a plain session here."""
-        spec = protocol.MODELS[model]
-        images, labels = protocol.synthetic_batch(spec)
-
-        def inputs():
-            return tf.constant(images), tf.constant(labels)
-
-        built = graphs.build("local", spec, None, 0, 1, 0.01, inputs)
+        built = graphs.plain("local", protocol.MODELS[model])
         with v1.Session(graph=built.graph) as session:
             session.run(built.chief_init)
             times = []

@@ -64,10 +64,8 @@ def measure(sections, model, workers, quick, logs, log):
         results.setdefault("shaped", {"workers": workers, "model": model, "rates": {}})
         results["shaped"]["rates"][rate] = measured
     if "pinned" in sections:
-        configs, (rounds, *window) = (
-            PINNED_CONFIGS[:3] if quick else PINNED_CONFIGS,
-            WINDOWS["1gbit"],
-        )
+        configs = PINNED_CONFIGS[:3] if quick else PINNED_CONFIGS
+        rounds, *window = WINDOWS["1gbit"]
         with BenchCluster(1, logs / "pinned", rate="1gbit", cpus=PINNED_CPUS) as cluster:
             log(f"pinned: 1 ps + 1 worker at 1gbit, cpus {PINNED_CPUS}")
             measured = throughput(cluster, model, configs, 1 if quick else rounds, *window, log)
@@ -126,11 +124,8 @@ def render(results, plots):
     section = results.get("shaped", {})
     if "rates" not in section:
         return [*out, f"Skipped: {section.get('skipped', 'not run')}.", ""]
-    params, rates, fit = (
-        results["models"][section["model"]]["params"],
-        section["rates"],
-        fitted(results),
-    )
+    params = results["models"][section["model"]]["params"]
+    rates, fit = section["rates"], fitted(results)
     rows = {c: [c] for m in rates.values() for c in m["throughput"]}
     for rate, measured in rates.items():
         by_config, box = measured["throughput"], _box(results, rate, section["workers"])
