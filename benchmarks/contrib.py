@@ -1,10 +1,10 @@
 """Section 1's side by side with the original `tf.contrib.opt.ElasticAverageOptimizer`.
 
 Contrib runs on TensorFlow 1.15 (`.venv-tf115`, made by `make test-contrib`) in a cluster of
-contrib_task.py; this package on this TensorFlow in a cluster of task.py; both stay up and
-the configurations interleave while the other cluster idles. Before every window each
-worker's variables, batch and loss must match the first build's (`protocol.fingerprint`).
-Steps/s are compared within each TensorFlow version (different builds), as ratios.
+contrib_task.py, this package in one of task.py; both stay up and the configurations
+interleave while the other cluster idles. Before every window each worker's variables,
+batch and loss must match the first build's (`SessionWorker.fingerprint`). Steps/s are
+compared within each TensorFlow version (different builds), as ratios.
 """
 
 import os
@@ -14,92 +14,70 @@ import time
 
 import numpy as np
 
-from benchmarks import specs
-from benchmarks.harness import BenchCluster
-from benchmarks.provenance import ROOT, command_text, revision_text
-from benchmarks.rounds import CALL_TIMEOUT_SECS, build_config, interleaved, release, timed_window
-from benchmarks.tables import num, per_round, per_round_ratio, table
+from benchmarks import protocol
+from benchmarks.harness import BenchCluster, interleaved, timed_window
+from benchmarks.report import (
+    ROOT,
+    command_text,
+    num,
+    per_round,
+    per_round_ratio,
+    revision_text,
+    table,
+)
 
 #: (side, configuration) in a round's order; "contrib": TF 1.15, "package": this one.
 RUNS = (("contrib", "local"), ("contrib", "contrib-easgd-10"), ("package", "local"),
         ("package", "easgd-10"))  # fmt: skip
-ROUNDS = 5
 LOSS_RTOL = 1e-4  # The two builds' losses on the same values may differ in their last bits.
 
 
-def measure(results, python, workers, rounds, seconds, warm_secs, netns, logs, log):
+def measure(results, python, workers, quick, netns, logs, log):
     """{"run": its own provenance, then "skipped" or "runs", "fingerprints", "versions"...}."""
-    started = time.time()
-    run = {key: results[key] for key in ("command", "revision", "quick")}
-    section = {
-        "run": {**run, "date": time.strftime("%Y-%m-%d %H:%M %Z"), "load_before": os.getloadavg()}
-    }
+    started, run = time.time(), {key: results[key] for key in ("command", "revision", "quick")}
+    run.update(date=time.strftime("%Y-%m-%d %H:%M %Z"), load_before=os.getloadavg())
+    section = {"run": run}
     python = pathlib.Path(python or ROOT / ".venv-tf115" / "bin" / "python")
     if not (python.is_file() and os.access(python, os.X_OK)):
         section["skipped"] = "no Python of TensorFlow 1.15 (`make test-contrib` builds .venv-tf115)"
         log(f"contrib: SKIPPED, {python} not found")
         return section
-    spec = specs.COMM_MLP
-    with (
-        BenchCluster(
-            1,
-            workers,
-            "tf1",
-            logs / "contrib-tf115",
-            netns=netns,
-            python=python,
-            module="benchmarks.contrib_task",
-        ) as theirs,
-        BenchCluster(1, workers, "tf1", logs / "contrib-package", netns=netns) as ours,
-    ):
+    spec, team = protocol.COMM_MLP, list(range(workers))
+    rounds, seconds, warm_secs = (1, 3.0, 1.5) if quick else (5, 8.0, 3.0)
+    theirs = BenchCluster(workers, logs / "contrib-tf115", netns=netns, python=python,
+                          module="benchmarks.contrib_task")  # fmt: skip
+    with theirs, BenchCluster(workers, logs / "contrib-package", netns=netns) as ours:
         clusters = {"contrib": theirs, "package": ours}
         versions = {key: theirs.ready["worker0"][key] for key in ("tensorflow", "python")}
         log(f"contrib: clusters up, TensorFlow {versions['tensorflow']} and this one")
-        team = list(range(workers))
         for index in team:  # contrib_task.py reads them: numpy 1.18 draws other values.
-            images, labels = specs.synthetic_batch(spec, seed=index)
+            images, labels = protocol.synthetic_batch(spec, seed=index)
             np.savez(logs / f"{spec.name}-worker{index}.npz", images=images, labels=labels)
-        extra = {"contrib": {"spec": spec.as_json(), "batch_dir": str(logs)}, "package": {}}
-        runs, prints, reference, idle_cpu, window_secs = (
-            {"contrib": {}, "package": {}},
-            {},
-            None,
-            0.0,
-            0.0,
-        )
+        extra = {"contrib": {"batch_dir": str(logs)}, "package": {}}
+        runs, prints, reference = {"contrib": {}, "package": {}}, {}, None
+        idle_cpu = window_secs = 0.0
         for round_index in range(rounds):
             for side, config in interleaved(RUNS, round_index):
-                cluster, idle = (
-                    clusters[side],
-                    clusters["package" if side == "contrib" else "contrib"],
-                )
-                container = build_config(cluster, config, spec.name, team, **extra[side])
-                found = cluster.call_all(team, "fingerprint", CALL_TIMEOUT_SECS)
+                cluster = clusters[side]
+                idle = clusters["package" if side == "contrib" else "contrib"]
+                container = cluster.build(config, spec.name, team, **extra[side])
+                found = cluster.call(team, "fingerprint")
                 reference = reference or found
                 _check(found, reference, f"{side} {config}")
                 prints.setdefault(side, {}).setdefault(config, found)
-                idle_before, window_start = idle.cpu_seconds(), time.monotonic()
+                idle_before, window_start = idle.stat()[0], time.monotonic()
                 measured, _ = timed_window(cluster, team, seconds, warm_secs)
-                idle_cpu += idle.cpu_seconds() - idle_before
+                idle_cpu += idle.stat()[0] - idle_before
                 window_secs += time.monotonic() - window_start
-                release(cluster, team, container)
+                cluster.release(team, container)
                 runs[side].setdefault(config, []).append({"round": round_index, **measured})
                 rates = " ".join(f"{rate:6.1f}" for rate in measured["per_worker"])
                 log(f"  {side:>7} {config:>16} round {round_index}: {rates} steps/s")
-    section.update(
-        runs=runs,
-        fingerprints=prints,
-        idle_cpu_per_sec=idle_cpu / window_secs,
-        model=spec.name,
-        versions={
-            "contrib": versions,
-            "package": {k: results["machine"][k] for k in ("tensorflow", "python")},
-        },
-        rounds=rounds,
-        seconds=seconds,
-        warm_secs=warm_secs,
-    )
-    section["run"].update(load_after=os.getloadavg(), duration_secs=time.time() - started)
+    ours = {k: results["machine"][k] for k in ("tensorflow", "python")}
+    section.update(runs=runs, fingerprints=prints, idle_cpu_per_sec=idle_cpu / window_secs,
+                   model=spec.name, versions={"contrib": versions, "package": ours},
+                   rounds=rounds, seconds=seconds, warm_secs=warm_secs)  # fmt: skip
+    run.update(load_after=os.getloadavg(), duration_secs=time.time() - started)
     return section
 
 
@@ -116,22 +94,15 @@ def _check(found, reference, what):
 def ratio_of_ratios(section):
     """(easgd-10 / local here) / (contrib-easgd-10 / local on 1.15): of the medians, and
     the median over rounds; None when a configuration is missing."""
+    pairs = (("package", "easgd-10"), ("package", "local"), ("contrib", "contrib-easgd-10"),
+             ("contrib", "local"))  # fmt: skip
     try:
-        series = [
-            per_round(section["runs"][side][config])
-            for side, config in (
-                ("package", "easgd-10"),
-                ("package", "local"),
-                ("contrib", "contrib-easgd-10"),
-                ("contrib", "local"),
-            )
-        ]
+        series = [per_round(section["runs"][side][config]) for side, config in pairs]
     except KeyError:
         return None
     a, b, c, d = (statistics.median(s) for s in series)
-    return (a / b) / (c / d), statistics.median(
-        (a / b) / (c / d) for a, b, c, d in zip(*series, strict=True)
-    )
+    in_rounds = statistics.median((a / b) / (c / d) for a, b, c, d in zip(*series, strict=True))
+    return (a / b) / (c / d), in_rounds
 
 
 def render(results):
@@ -140,8 +111,7 @@ def render(results):
     out = ["### Side by side with contrib on TensorFlow 1.15", ""]
     if "skipped" in section:
         return [*out, f"Skipped: {section['skipped']}.", ""]
-    run, versions = section["run"], section["versions"]
-    rows = []
+    run, versions, rows = section["run"], section["versions"], []
     for side, config in RUNS:
         by_config = section["runs"].get(side, {})
         if config in by_config:

@@ -1,28 +1,10 @@
 """A cost model of a ps/worker cluster: exchanges per second, their latency, a local step.
 
-A worker's cycle is tau local steps of compute c, then an exchange: the worker sends its
-values and receives the centre, `wire_bytes` each way (the model's parameters at 4 bytes,
-or 2 on a 16-bit wire), split evenly over the P ps tasks, one call each. What an exchange
-costs, besides the wait it causes (`Costs`, measured by `make bench-scale`):
-
-- CPU on the worker, `worker_call_secs` per call plus `worker_byte_secs` per byte moved
-  (sent plus received), and `worker_step_secs` of overhead per local step;
-- CPU on each ps task, `ps_call_secs` per call plus `ps_byte_secs` per byte served;
-- on a rate-limited link, each direction of each ps task's link carries `wire_bytes / P`
-  at `link_efficiency` x rate / 8 bytes per second (full duplex).
-
-Where the tasks run (`Cluster`): each on a machine of its own (a ps task with `ps_cores`),
-or sharing cores: the workers' exchanges on `worker_pool_cores` and the ps tasks on
-`ps_pool_cores` (the scale harness pins them so), or every task, compute included, on
-`shared_cores` (the 2-core box of BENCHMARKS.md section 5). The cluster is a closed
-queueing network, solved by approximate mean value analysis (`_mva`): the CPU pools and
-the links queue, compute and a worker's own CPU (on its own machine) are plain delays, and where
-links limit, an exchange's CPU overlaps its transfer (bytes are copied as they travel).
-Its limits are the bounds: no resource busy more than all of the time.
-The overlapped exchange (`-overlap`) runs beside the next tau steps, so only the bounds
-apply to it. docs/SCALING.md checks the model against the harness and derives the rule
-for the number of ps tasks; BENCHMARKS.md section 6 fits the link efficiency on the
-shaped network.
+A worker's cycle is tau local steps of compute c, then an exchange of `wire_bytes` each way
+split over the P ps tasks (`Costs`: CPU per call and per byte on each side, the links'
+efficiency; `Cluster`: where the tasks run). The cluster is solved as a closed queueing
+network by approximate mean value analysis (`_mva`); docs/SCALING.md describes the model
+and checks it against the scale harness, BENCHMARKS.md section 6 uses it.
 """
 
 import dataclasses
@@ -31,9 +13,7 @@ import re
 
 import numpy as np
 
-_EASGD = re.compile(
-    r"^easgd-(\d+)(?:-alpha[0-9.a-z]+)?(?:-rho[0-9.a-z]+)?(-overlap)?(-bf16|-fp16)?$"
-)
+_EASGD = re.compile(r"^easgd-(\d+)(?:-alpha[0-9.a-z]+)?(?:-rho[0-9.a-z]+)?(-overlap)?(-bf16)?$")
 E_GRID = np.linspace(0.3, 1.0, 141)
 _ITERATIONS = 500
 
@@ -63,14 +43,13 @@ class Cluster:
     """Where the tasks run.
 
     Attributes:
-        rate_bits: line rate of the ps tasks' links (bits/s); None: not a limit (the
-            bytes cost CPU only, as on loopback).
+        rate_bits: line rate of the ps links (bits/s); None: not a limit (as loopback).
         workers: W.
         ps_tasks: P.
         ps_cores: the cores of each ps task, on a machine of its own.
         ps_pool_cores: if set, the cores all the ps tasks share instead.
-        worker_pool_cores: if set, the cores all the workers' exchanges (and step
-            overheads) share; else each worker has its own.
+        worker_pool_cores: if set, the cores the workers' exchanges (and step overheads)
+            share; else each worker has its own.
         shared_cores: if set, every task and the workers' compute share these cores.
     """
 
@@ -122,14 +101,11 @@ def _stations(cluster, costs, wire_bytes, period, compute_secs):
 
 
 def _mva(workers, think, stations):
-    """Cycle time of `workers` customers by approximate mean value analysis: Schweitzer's
-    fixed point, the customers another one finds at a station being (W - 1) / W of its
-    mean queue q. A station of m >= 1 cores keeps a customer its demand D, and D / m for
-    each customer it finds beyond the m - 1 it can serve beside it: D (1 + max(0, q' -
-    m + 1) / m), exact when nobody waits and at saturation (m / D served per second);
-    less than a core is one slower core (demand D / m). An exchange's bytes are copied as
-    they travel, so where links limit, its time at the CPUs and on the links overlap (the
-    longer counts); compute overlaps nothing."""
+    """Cycle time of `workers` customers by approximate mean value analysis (Schweitzer's
+    fixed point: another customer finds (W - 1) / W of a station's mean queue q). A station
+    of m >= 1 cores keeps a customer D (1 + max(0, q' - m + 1) / m), exact when nobody
+    waits and at saturation; less than a core is one slower core (D / m). An exchange's
+    CPU and link times overlap (bytes are copied as they travel); compute overlaps none."""
     slow = [(c / m, x / m, 1.0, link) if m < 1 else (c, x, m, link) for c, x, m, link in stations]
     lengths = [workers / len(slow)] * len(slow) if slow else []
     shrink, cycle = (workers - 1) / workers, think + sum(c + x for c, x, _, _ in slow)
@@ -152,16 +128,9 @@ def _mva(workers, think, stations):
 
 
 def predict(cluster, costs, wire_bytes, period, compute_secs, overlap=False):
-    """The `Prediction` for W workers exchanging `wire_bytes` each way every `period` steps.
-
-    Args:
-        cluster: a `Cluster`.
-        costs: the `Costs`.
-        wire_bytes: the bytes an exchange sends (and receives).
-        period: tau, local steps per exchange.
-        compute_secs: c, a local step's compute.
-        overlap: the exchange runs beside the next tau steps (only the bounds apply).
-    """
+    """The `Prediction` for `cluster` and `costs`: workers exchanging `wire_bytes` each way
+    every `period` steps of `compute_secs`; an `overlap`ped exchange runs beside the next
+    steps (only the bounds apply)."""
     think, stations = _stations(cluster, costs, wire_bytes, period, compute_secs)
     workers = cluster.workers
     if overlap:
@@ -208,19 +177,22 @@ def step_time(config, compute_secs, model_bytes, cluster, costs):
     return 1.0 / predicted.steps_per_sec
 
 
+def best_efficiency(error):
+    """The link efficiency of `E_GRID` with the least `error(efficiency)` (the first)."""
+    errors = [error(efficiency) for efficiency in E_GRID]
+    return float(E_GRID[errors.index(min(errors))])
+
+
 def fit_link_efficiency(measurements, model_bytes, costs):
     """`costs` with the link efficiency that best matches `measurements`, (config, compute
-    secs, `Cluster`, measured secs per step) (least squares of the logs, on a grid)."""
-    best, best_error = costs, math.inf
-    for efficiency in E_GRID:
-        candidate = dataclasses.replace(costs, link_efficiency=float(efficiency))
-        error = sum(
-            (math.log(step_time(c, compute, model_bytes, net, candidate)) - math.log(t)) ** 2
-            for c, compute, net, t in measurements
-        )
-        if error < best_error:
-            best, best_error = candidate, error
-    return best
+    secs, `Cluster`, measured secs per step) (least squares of the logs)."""
+
+    def error(efficiency):
+        trial = dataclasses.replace(costs, link_efficiency=float(efficiency))
+        return sum((math.log(step_time(c, compute, model_bytes, net, trial)) - math.log(t)) ** 2
+                   for c, compute, net, t in measurements)  # fmt: skip
+
+    return dataclasses.replace(costs, link_efficiency=best_efficiency(error))
 
 
 def scaling_limit(config, compute_secs, model_bytes, cluster, costs, slowdown=0.9):
@@ -231,10 +203,8 @@ def scaling_limit(config, compute_secs, model_bytes, cluster, costs, slowdown=0.
         grown = dataclasses.replace(cluster, workers=workers)
         return step_time(config, compute_secs, model_bytes, grown, costs) * slowdown > alone
 
-    alone = step_time(
-        config, compute_secs, model_bytes, dataclasses.replace(cluster, workers=1), costs
-    )
-    low, high = 1, 100_000
+    one = dataclasses.replace(cluster, workers=1)
+    alone, low, high = step_time(config, compute_secs, model_bytes, one, costs), 1, 100_000
     if not slow(high):
         return None
     while low < high:  # Step time grows with W: the first W past the bound.

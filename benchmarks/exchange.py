@@ -11,54 +11,43 @@ import time
 
 import numpy as np
 
-from benchmarks import specs
-from benchmarks.harness import BenchCluster
-from benchmarks.rounds import CALL_TIMEOUT_SECS, build_config, interleaved, release
-from benchmarks.tables import table
+from benchmarks import protocol
+from benchmarks.harness import BenchCluster, interleaved
+from benchmarks.report import table
 
 CONFIGS = ("easgd-1", "copy-easgd-1", "easgd-1-bf16")
 ALLOCATORS = ("glibc default", "reuse_freed_memory")
 TASKS = ("worker0", "ps0")
+FORMATS = (".1f", ".1f", ".1f", ",.0f", ".2f", ".0f")  # Of the table's numbers.
 
 
-def measure(rounds, count, netns, logs, log):
+def measure(quick, netns, logs, log):
     """{"model", "model_bytes", "count", "memcpy_gb_per_sec", "runs": {allocator: {config:
     [per round: {"wall_secs" (median), "cpu_secs" and "page_faults": {task: per exchange}}]}}}."""
-    spec = specs.COMM_MLP
-    results = {
-        "model": spec.name,
-        "model_bytes": spec.num_params * 4,
-        "count": count,
-        "memcpy_gb_per_sec": memcpy_gb_per_sec(spec.num_params * 4),
-        "runs": {a: {c: [] for c in CONFIGS} for a in ALLOCATORS},
-    }
+    spec, (rounds, count) = protocol.COMM_MLP, (1, 10) if quick else (3, 30)
+    results = {"model": spec.name, "model_bytes": spec.num_params * 4, "count": count,
+               "memcpy_gb_per_sec": memcpy_gb_per_sec(spec.num_params * 4),
+               "runs": {a: {c: [] for c in CONFIGS} for a in ALLOCATORS}}  # fmt: skip
     log(f"exchange: memcpy {results['memcpy_gb_per_sec']:.1f} GB/s on {spec.name}'s bytes")
     with (
-        BenchCluster(
-            1, 1, "tf1", logs / "exchange-plain", netns=netns, reuse_freed_memory=False
-        ) as plain,
-        BenchCluster(1, 1, "tf1", logs / "exchange-tuned", netns=netns) as tuned,
+        BenchCluster(1, logs / "exchange-plain", netns=netns, malloc=False) as plain,
+        BenchCluster(1, logs / "exchange-tuned", netns=netns) as tuned,
     ):
         clusters = dict(zip(ALLOCATORS, (plain, tuned), strict=True))
         for round_index in range(rounds):
             for allocator in interleaved(ALLOCATORS, round_index):
                 for config in interleaved(CONFIGS, round_index):
                     cluster = clusters[allocator]
-                    container = build_config(
-                        cluster, config, spec.name, [0], standalone_exchange=True
-                    )
-                    cluster.call(0, "exchange", CALL_TIMEOUT_SECS, count=3)  # Warm-up.
-                    cpu = {task: cluster.cpu_seconds(task) for task in TASKS}
-                    faults = {task: cluster.page_faults(task) for task in TASKS}
-                    answer = cluster.call(0, "exchange", CALL_TIMEOUT_SECS, count=count)
-                    m = {
-                        "wall_secs": statistics.median(answer["secs"]),
-                        "cpu_secs": {t: (cluster.cpu_seconds(t) - cpu[t]) / count for t in TASKS},
-                        "page_faults": {
-                            t: (cluster.page_faults(t) - faults[t]) / count for t in TASKS
-                        },
-                    }
-                    release(cluster, [0], container)
+                    container = cluster.build(config, spec.name, [0], standalone_exchange=True)
+                    cluster.call([0], "exchange", count=3)  # Warm-up.
+                    before = {task: cluster.stat(task) for task in TASKS}
+                    (answer,) = cluster.call([0], "exchange", count=count)
+                    after = {task: cluster.stat(task) for task in TASKS}
+                    cpu, faults = ({t: (after[t][i] - before[t][i]) / count for t in TASKS}
+                                   for i in (0, 1))  # fmt: skip
+                    m = {"wall_secs": statistics.median(answer["secs"]), "cpu_secs": cpu,
+                         "page_faults": faults}  # fmt: skip
+                    cluster.release([0], container)
                     results["runs"][allocator][config].append(m)
                     cpu = sum(m["cpu_secs"].values()) * 1e3
                     log(f"  {allocator:>18} {config:>14} round {round_index}: {cpu:.1f} ms CPU")
@@ -92,12 +81,11 @@ def render(results):
             wire_mb = section["model_bytes"] * (1 if config.endswith("-bf16") else 2) / 1e6
             cpu_per_mb = med(lambda r: sum(r["cpu_secs"].values())) * 1e3 / wire_mb
             wall = med(lambda r: r["wall_secs"]) * 1e3
-            worker = med(lambda r: r["cpu_secs"]["worker0"]) * 1e3
-            ps = med(lambda r: r["cpu_secs"]["ps0"]) * 1e3
+            worker, ps = (med(lambda r, t=t: r["cpu_secs"][t]) * 1e3 for t in TASKS)
             faults = med(lambda r: sum(r["page_faults"].values()))
+            cells = (wall, worker, ps, faults, cpu_per_mb, cpu_per_mb / memcpy_ms_per_mb)
             rows.append(
-                f"{allocator} | {config} | {wall:.1f} | {worker:.1f} | {ps:.1f} | {faults:,.0f} | "
-                f"{cpu_per_mb:.2f} | {cpu_per_mb / memcpy_ms_per_mb:.0f}"
+                [allocator, config, *(f"{c:{f}}" for c, f in zip(cells, FORMATS, strict=True))]
             )
     header = "-allocator | -configuration | wall ms | worker CPU ms | ps CPU ms | page faults | "
     header += "CPU ms per MB moved | x memcpy"

@@ -5,10 +5,9 @@ on each worker alone (`keras-fit`) and with EASGD at tau 10 (`keras-easgd-10`, a
 overlapped): throughput in interleaved rounds, and time to accuracy, as sections 1 and 3.
 """
 
-from benchmarks import specs, tables
-from benchmarks.harness import BenchCluster
-from benchmarks.rounds import ACCURACY_TARGET, throughput, time_to_accuracy
-from benchmarks.tables import num, per_round_ratio
+from benchmarks import protocol, report
+from benchmarks.harness import BenchCluster, throughput, time_to_accuracy
+from benchmarks.report import median_of, num, per_round_ratio
 
 CONFIGS = ("keras-fit", "keras-easgd-10", "keras-easgd-10-overlap")
 ACCURACY_CONFIGS = (("keras-easgd-10", None), ("keras-fit", 1))
@@ -17,31 +16,24 @@ START_SECS = 8.0
 THROUGHPUT_TARGET = 0.85
 
 
-def measure(workers, quick, rounds, netns, logs, log):
+def measure(workers, quick, netns, logs, log):
     """{"model", "throughput": {config: [rounds]}, "accuracy": {config: [runs]}}."""
-    model = specs.DIGITS_MLP.name
-    with BenchCluster(
-        1, workers, "tf2", logs / "keras", netns=netns, module="benchmarks.keras_task"
-    ) as cluster:
+    model, module = protocol.DIGITS_MLP.name, "benchmarks.keras_task"
+    with BenchCluster(workers, logs / "keras", "tf2", netns, module=module) as cluster:
         log(f"keras: {model}, 1 ps + {workers} workers (model.fit, eager)")
-        measured = throughput(
-            cluster, model, CONFIGS, rounds, 3.0 if quick else 8.0, START_SECS, log
-        )
+        rounds, seconds = (1, 3.0) if quick else (3, 8.0)
+        measured = throughput(cluster, model, CONFIGS, rounds, seconds, START_SECS, log)
     # Each run to accuracy on a cluster of its own, as a job has. In one cluster, worker 1's
     # second callback after a run it sat out waited for the centre until its deadline
     # (make bench, twice on 2026-12-05, both at the same point; not understood yet).
     accuracy = {config: [] for config, _ in ACCURACY_CONFIGS}
     for repeat in range(1 if quick else 2):
         for config, team in ACCURACY_CONFIGS:
-            with BenchCluster(
-                1, workers, "tf2", logs / f"keras-{config}-{repeat}", netns=netns,
-                module="benchmarks.keras_task",
-            ) as cluster:  # fmt: skip
-                run = time_to_accuracy(
-                    cluster, ((config, team),), 1, 10.0 if quick else 25.0, 0.5, log,
-                    lead_secs=START_SECS,
-                )  # fmt: skip
-            accuracy[config].extend(run[config])
+            folder = logs / f"keras-{config}-{repeat}"
+            with BenchCluster(workers, folder, "tf2", netns, module=module) as cluster:
+                seconds = 10.0 if quick else 25.0
+                run = time_to_accuracy(cluster, ((config, team),), 1, seconds, 0.5, log, START_SECS)
+            accuracy[config] += run[config]
     return {"model": model, "throughput": measured, "accuracy": accuracy}
 
 
@@ -49,23 +41,22 @@ def render(results):
     if "keras" not in results:
         return []
     section = results["keras"]
-    accuracy = tables.accuracy_rows(section["accuracy"], ACCURACY_TARGET)
-    accuracy = {row.split(" | ", 1)[0]: row.split(" | ", 1)[1] for row in accuracy}
-    rows = []
+    rows = [row.split(" | ", 1) for row in report.accuracy_rows(section["accuracy"])]
+    accuracy, rows = dict(rows), []
     for config in section["throughput"]:
-        steps = num(tables.median_of(section["throughput"], config))
+        steps = num(median_of(section["throughput"], config))
         ratio = num(per_round_ratio(section["throughput"], config, "keras-fit"), 2)
         rows.append(f"{config} | {steps} | {ratio} | {accuracy.get(config, '- | - | - | -')}")
     header = "-configuration | steps/s | x keras-fit | workers | -s to 97% (each run) | median s | "
     header += "final accuracy"
-    return ["## Keras model.fit", "", KERAS, "", tables.table(header, rows), ""]
+    return ["## Keras model.fit", "", KERAS, "", report.table(header, rows), ""]
 
 
 def targets(results):
     if "keras" not in results:
         return []
     by_config = results["keras"]["throughput"]
-    ratio = tables.median_of(by_config, "keras-easgd-10") / tables.median_of(by_config, "keras-fit")
+    ratio = median_of(by_config, "keras-easgd-10") / median_of(by_config, "keras-fit")
     in_round = per_round_ratio(by_config, "keras-easgd-10", "keras-fit")
     target = f"Keras model.fit + EASGD tau=10 >= {THROUGHPUT_TARGET} x plain model.fit"
     measured = f"{ratio:.2f} x (medians), {in_round:.2f} x (per round)"

@@ -1,8 +1,8 @@
 """One process of the Keras section's cluster: a ps, or an eager `model.fit` worker.
 
-Speaks task.py's protocol and commands (`build`, `run`, `train`), so that the drivers of
-harness.py drive it as the TF1 workers. `keras-fit` is plain `model.fit` on each worker
-alone; `keras-easgd-P[-overlap]` adds `ElasticAverageCallback` with tau P.
+Answers task.py's commands `build`, `run`, `train`, `close` and `reset`. `keras-fit` is
+plain `model.fit` on each worker alone; `keras-easgd-P[-overlap]` adds
+`ElasticAverageCallback` with tau P.
 """
 
 import os
@@ -12,9 +12,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from absl import app  # noqa: E402
 
-from benchmarks import specs, task  # noqa: E402
+from benchmarks import models, protocol  # noqa: E402
 from tf_contrib_easgd import ElasticAverageCallback, cluster_from_hosts  # noqa: E402
 from tf_contrib_easgd.trainer import data  # noqa: E402
 
@@ -27,25 +26,19 @@ class KerasWorker:
     """A worker task: its server and the Keras model being measured."""
 
     def __init__(self, cluster, index):
-        self.index = index
+        self.index, self.built = index, None
         self.task = cluster_from_hosts("worker", index, cluster["ps"], cluster["worker"])
         self.server = tf.distribute.Server(self.task.cluster_spec(), "worker", index, start=True)
-        self.built = None
 
     def build(self, config, model, num_workers, container, learning_rate=0.01):
         """Builds `config` for `model` (the digits model: on the digits, with a test set)."""
         del num_workers  # EASGD runs on every worker of the cluster; `keras-fit` alone.
-        started = time.monotonic()
-        spec = specs.MODELS[model]
+        started, spec = time.monotonic(), protocol.MODELS[model]
         layers = [tf.keras.Input(spec.input_shape), tf.keras.layers.Flatten()]
         for i, units in enumerate((*spec.layers, spec.num_classes)):
-            layers.append(
-                tf.keras.layers.Dense(
-                    units,
-                    activation="relu" if i < len(spec.layers) else None,
-                    kernel_initializer=tf.keras.initializers.HeNormal(i),
-                )
-            )
+            activation = "relu" if i < len(spec.layers) else None
+            initializer = tf.keras.initializers.HeNormal(i)
+            layers.append(tf.keras.layers.Dense(units, activation, kernel_initializer=initializer))
         keras_model = tf.keras.Sequential(layers, name=container)  # Centres of its own.
         keras_model.compile(
             optimizer=tf.keras.optimizers.SGD(learning_rate),
@@ -55,13 +48,9 @@ class KerasWorker:
         if config.startswith(EASGD_PREFIX):
             period, _, overlap = config[len(EASGD_PREFIX) :].partition("-")
             easgd = ElasticAverageCallback(
-                self.task,
-                int(period),
-                server=self.server,
-                timeout_secs=TIMEOUT_SECS,
-                stop_parameter_servers=False,
-                overlap=overlap == "overlap",
-            )
+                self.task, int(period), server=self.server, timeout_secs=TIMEOUT_SECS,
+                stop_parameter_servers=False, overlap=overlap == "overlap",
+            )  # fmt: skip
         elif config != "keras-fit":
             raise ValueError(
                 f"config must be keras-fit or {EASGD_PREFIX}P[-overlap], got {config!r}."
@@ -78,11 +67,8 @@ class KerasWorker:
     def run(self, start_at, seconds):
         """Trains until wall time `start_at`, then counts the batches of the next `seconds`."""
         window = self._fit(_Window(start_at, seconds))
-        return {
-            "warm_steps": window.warm,
-            "steps": window.steps,
-            "steps_per_sec": window.steps / seconds,
-        }
+        return {"warm_steps": window.warm, "steps": window.steps,
+                "steps_per_sec": window.steps / seconds}  # fmt: skip
 
     def train(self, start_at, seconds, eval_every):
         """Trains from `start_at` for `seconds`; worker 0 evaluates the shared model (the
@@ -106,13 +92,8 @@ class _Window(tf.keras.callbacks.Callback):
 
     def __init__(self, start_at, seconds, curve=None, wait=False):
         super().__init__()
-        self._start_at, self._end, self._curve, self._wait = (
-            start_at,
-            start_at + seconds,
-            curve,
-            wait,
-        )
-        self.warm = self.steps = 0
+        self._start_at, self._end = start_at, start_at + seconds
+        self._curve, self._wait, self.warm, self.steps = curve, wait, 0, 0
 
     def on_train_batch_begin(self, batch, logs=None):
         if self._wait:  # After the EASGD callback's start, which comes before any batch.
@@ -155,18 +136,16 @@ class _Curve:
 
 def _inputs(spec, index):
     """`(training dataset, (test images, test labels) or None)` of worker `index`."""
-    if spec is specs.DIGITS_MLP:
-        digits = data.load_digits()
-        images = digits.x_train.reshape(len(digits.x_train), -1)
-        dataset = (
-            tf.data.Dataset.from_tensor_slices((images, digits.y_train))
-            .shuffle(len(images), seed=index + 1)
-            .repeat()
-            .batch(spec.batch_size)
-        )
-        return dataset, (digits.x_test.reshape(len(digits.x_test), -1), digits.y_test)
-    return tf.data.Dataset.from_tensors(specs.synthetic_batch(spec, seed=index)).repeat(), None
+    if spec is not protocol.DIGITS_MLP:
+        return tf.data.Dataset.from_tensors(
+            protocol.synthetic_batch(spec, seed=index)
+        ).repeat(), None
+    digits = data.load_digits()
+    images = digits.x_train.reshape(len(digits.x_train), -1)
+    dataset = tf.data.Dataset.from_tensor_slices((images, digits.y_train))
+    dataset = dataset.shuffle(len(images), seed=index + 1).repeat().batch(spec.batch_size)
+    return dataset, (digits.x_test.reshape(len(digits.x_test), -1), digits.y_test)
 
 
 if __name__ == "__main__":
-    app.run(lambda argv: task.serve(KerasWorker))
+    models.serve(KerasWorker)

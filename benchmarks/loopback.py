@@ -9,10 +9,9 @@
 
 import statistics
 
-from benchmarks import contrib, rounds, specs, tables
-from benchmarks.harness import BenchCluster
-from benchmarks.rounds import ACCURACY_TARGET, throughput
-from benchmarks.tables import num, per_round_ratio, table, theory_bytes
+from benchmarks import contrib, protocol, report
+from benchmarks.harness import BenchCluster, throughput, time_to_accuracy
+from benchmarks.report import median_of, num, per_round_ratio, table
 
 FULL_CONFIGS = ("local", "async", "sync", "easgd-1", "easgd-4", "easgd-10", "easgd-64",
                 "easgd-10-remotecall", "naive-easgd-10", "copy-easgd-10")  # fmt: skip
@@ -23,62 +22,56 @@ TF2_CONFIGS = ("local", "async", "easgd-10", "easgd-10-remotecall", "naive-easgd
 PAPER_EASGD = "easgd-10-alpha0.45"
 ACCURACY_CONFIGS = ((PAPER_EASGD, None), ("easgd-10", None), ("async", None), ("local", 1))
 QUICK_ACCURACY_CONFIGS = ((PAPER_EASGD, None), ("async", None), ("local", 1))
-OVERHEAD_MODELS = (specs.COMM_MLP, specs.COMPUTE_CNN, specs.TINY_MLP)
-MLP = specs.COMM_MLP.name
+OVERHEAD_MODELS = (protocol.COMM_MLP, protocol.COMPUTE_CNN, protocol.TINY_MLP)
+MLP, CNN = protocol.COMM_MLP.name, protocol.COMPUTE_CNN.name
 
 
-def measure(results, sections, workers, quick, num_rounds, with_tf2, netns, logs, log):
+def measure(results, sections, workers, quick, netns, logs, log):
     """Runs those of sections 1 to 4 in `sections` into `results`."""
-    seconds, warm_secs = (3.0, 1.5) if quick else (8.0, 3.0)
+    rounds, window = (1, (3.0, 1.5)) if quick else (3, (8.0, 3.0))
     if sections & {"throughput", "bytes", "accuracy"}:
-        with BenchCluster(1, workers, "tf1", logs / "tf1", netns=netns) as cluster:
+        with BenchCluster(workers, logs / "tf1", netns=netns) as cluster:
             log(f"cluster up: 1 ps + {workers} workers (tf1), netns {cluster.netns}")
             configs = QUICK_CONFIGS if quick else FULL_CONFIGS
             if "throughput" in sections:
-                results["throughput"] = {MLP: throughput(
-                    cluster, MLP, configs, num_rounds, seconds, warm_secs, log)}  # fmt: skip
+                measured = {MLP: throughput(cluster, MLP, configs, rounds, *window, log)}
                 if not quick:  # The CNN in half the rounds.
-                    results["throughput"][specs.COMPUTE_CNN.name] = throughput(
-                        cluster, specs.COMPUTE_CNN.name, configs, (num_rounds + 1) // 2, seconds,
-                        warm_secs, log,
-                    )  # fmt: skip
+                    measured[CNN] = throughput(
+                        cluster, CNN, configs, (rounds + 1) // 2, *window, log
+                    )
+                results["throughput"] = measured
             if "bytes" in sections and netns:
-                results["bytes_window"] = window = {"warm_steps": 64, "steps": 64 if quick else 128}
+                results["bytes_window"] = steps = {"warm_steps": 64, "steps": 64 if quick else 128}
                 results["bytes"] = {}
                 for config in ("local", "async", "easgd-10", "easgd-64") if quick else configs:
-                    container = rounds.build_config(cluster, config, MLP, [0])
-                    answer = cluster.call(0, "count_bytes", rounds.CALL_TIMEOUT_SECS, **window)
-                    rounds.release(cluster, [0], container)
+                    container = cluster.build(config, MLP, [0])
+                    (answer,) = cluster.call([0], "count_bytes", **steps)
+                    cluster.release([0], container)
                     results["bytes"][config] = answer["lo_bytes"] / answer["steps"]
                     log(f"  bytes {config:>15}: {results['bytes'][config] / 1e6:.3f} MB a step")
             if "accuracy" in sections:
                 configs = QUICK_ACCURACY_CONFIGS if quick else ACCURACY_CONFIGS
-                repeats, seconds_each = (1, 10.0) if quick else (2, 25.0)
-                results["accuracy"] = rounds.time_to_accuracy(
-                    cluster, configs, repeats, seconds_each, 0.5, log
-                )
-    if with_tf2 and "throughput" in sections:
-        with BenchCluster(1, workers, "tf2", logs / "tf2", netns=netns) as cluster:
+                repeats, seconds = (1, 10.0) if quick else (2, 25.0)
+                results["accuracy"] = time_to_accuracy(cluster, configs, repeats, seconds, 0.5, log)
+    if not quick and "throughput" in sections:
+        with BenchCluster(workers, logs / "tf2", world="tf2", netns=netns) as cluster:
             log(f"cluster up: 1 ps + {workers} workers (tf2)")
-            measured = throughput(cluster, MLP, TF2_CONFIGS, (num_rounds + 1) // 2, 8.0, 3.0, log)
+            measured = throughput(cluster, MLP, TF2_CONFIGS, (rounds + 1) // 2, 8.0, 3.0, log)
             results["throughput_tf2"] = {MLP: measured}
     if "overhead" in sections:
-        worlds = ("tf1", "tf2") if with_tf2 else ("tf1",)
+        worlds = ("tf1",) if quick else ("tf1", "tf2")
         results["overhead"] = {world: _overhead(world, quick, logs, log) for world in worlds}
 
 
 def _overhead(world, quick, logs, log):
     """Per model: each fresh process's answer, and the blocks of all of them pooled."""
-    models = [specs.TINY_MLP.name] if quick else [spec.name for spec in OVERHEAD_MODELS]
+    models = [protocol.TINY_MLP.name] if quick else [spec.name for spec in OVERHEAD_MODELS]
     answers = {model: [] for model in models}
     for index in range(1 if quick else 2):
-        with BenchCluster(1, 1, world, logs / f"overhead-{world}-{index}") as cluster:
+        with BenchCluster(1, logs / f"overhead-{world}-{index}", world=world) as cluster:
             for model in models:
                 blocks = {"blocks": 6 if quick else 8, "block_secs": 0.25}
-                answer = cluster.call(
-                    0, "overhead", rounds.CALL_TIMEOUT_SECS, model=model, **blocks
-                )
-                answers[model].append(answer)
+                answers[model] += cluster.call([0], "overhead", model=model, **blocks)
     results = {}
     for model, processes in answers.items():
         keys = processes[0]["block_secs_per_step"]
@@ -96,16 +89,40 @@ def _panels(results):
     return panels + [(f"{m}, TF2", r) for m, r in results.get("throughput_tf2", {}).items()]
 
 
+def theory_bytes(config, params, window=None):
+    """Bytes per local step the algorithm must move (payload), or None if unknown; with a
+    `window` (warm-up steps, counted steps), EASGD counts the exchanges that fall in it."""
+    payload = 2 * params * 4
+    if config == "local":
+        return 0.0
+    if config in ("async", "sync"):
+        return float(payload)  # Read every variable, send every gradient.
+    if "easgd-" not in config:
+        return None
+    period = int(config.split("easgd-", 1)[1].split("-", 1)[0])
+    if config.endswith("-bf16"):
+        payload //= 2
+    if window is None:
+        return payload / period
+    warm, counted = window
+    return payload * ((warm + counted) // period - warm // period) / counted
+
+
+def _theory(results, config):
+    window = results["bytes_window"]
+    params = results["models"][MLP]["params"]
+    return theory_bytes(config, params, (window["warm_steps"], window["steps"]))
+
+
 def render(results, plots):
     """The Markdown of sections 1 to 4 (each where measured)."""
     out, panels = [], _panels(results)
     if panels:
-        configs = dict.fromkeys(c for _, by_config in panels for c in by_config)
         rows = []
-        for config in configs:
+        for config in dict.fromkeys(c for _, by_config in panels for c in by_config):
             cells = [config]
             for _, by_config in panels:
-                cells.append(num(tables.median_of(by_config, config)))
+                cells.append(num(median_of(by_config, config)))
                 cells.append(num(per_round_ratio(by_config, config, "local"), 2))
             rows.append([*cells, num(per_round_ratio(panels[0][1], config, "async"), 2)])
         names = " | ".join(f"{name} steps/s | x local" for name, _ in panels)
@@ -115,10 +132,9 @@ def render(results, plots):
     out += contrib.render(results) if "contrib" in results else []
     out += ["## 2. Bytes on the wire per local step", ""]
     if "bytes" in results:
-        params, base = results["models"][MLP]["params"], results["bytes"].get("local", 0.0)
-        rows = []
+        base, rows = results["bytes"].get("local", 0.0), []
         for config, value in results["bytes"].items():
-            theory = theory_bytes(config, params, _window(results))
+            theory = _theory(results, config)
             ratio = num((value - base) / theory if theory else None, 3)
             rows.append(
                 f"{config} | {value / 1e6:.3f} | {num(theory and theory / 1e6, 3)} | {ratio}"
@@ -128,8 +144,8 @@ def render(results, plots):
     else:
         out += [f"Skipped: {results.get('netns_skip_reason') or 'not run'}.", ""]
     if "accuracy" in results:
-        rows = tables.accuracy_rows(results["accuracy"], ACCURACY_TARGET)
-        out += ["## 3. Time to accuracy", "", ACCURACY, "", table(tables.ACCURACY_HEADER, rows), ""]
+        rows = report.accuracy_rows(results["accuracy"])
+        out += ["## 3. Time to accuracy", "", ACCURACY, "", table(report.ACCURACY_HEADER, rows), ""]
         out += [f"![learning curves]({plots['accuracy']})", ""] if "accuracy" in plots else []
     if "overhead" in results:
         rows = []
@@ -144,41 +160,32 @@ def render(results, plots):
     return out
 
 
-def _window(results):
-    window = results.get("bytes_window")
-    return (window["warm_steps"], window["steps"]) if window else None
-
-
-def _overhead_of(answer):
-    medians = answer["median_secs_per_step"]
-    return medians["easgd"] / medians["sgd"] - 1
-
-
 def targets(results):
     """(target, measured, met) rows of sections 1 to 4."""
     rows, by_config = [], results.get("throughput", {}).get(MLP, {})
     for reference, goal in (("copy-easgd-10", 0.97), ("async", 1.5)):
         if reference in by_config and "easgd-10" in by_config:
-            ratio = tables.median_of(by_config, "easgd-10") / tables.median_of(by_config, reference)
+            ratio = median_of(by_config, "easgd-10") / median_of(by_config, reference)
             in_round = per_round_ratio(by_config, "easgd-10", reference)
             measured = f"{ratio:.2f} x (medians), {in_round:.2f} x (per round)"
             rows.append((f"easgd-10 >= {goal} x `{reference}` ({MLP})", measured, ratio >= goal))
     for world, by_model in results.get("overhead", {}).items():
-        overheads = {model: _overhead_of(answer) for model, answer in by_model.items()}
+        medians = [(model, a["median_secs_per_step"]) for model, a in by_model.items()]
+        overheads = {model: m["easgd"] / m["sgd"] - 1 for model, m in medians}
         measured = ", ".join(f"{model} {value * 100:+.1f} %" for model, value in overheads.items())
         met = all(value <= 0.05 for value in overheads.values())
         rows.append((f"non-exchange steps' overhead <= 5 % ({world})", measured, met))
     if "bytes" in results:
-        params, base = results["models"][MLP]["params"], results["bytes"].get("local", 0.0)
+        base = results["bytes"].get("local", 0.0)
         easgd = {c: v for c, v in results["bytes"].items() if c.startswith("easgd-")}
-        ratios = [(v - base) / theory_bytes(c, params, _window(results)) for c, v in easgd.items()]
-        measured = ", ".join(f"{ratio:.3f}" for ratio in ratios)
+        ratios = [(v - base) / _theory(results, c) for c, v in easgd.items()]
         met = all(abs(ratio - 1) <= 0.10 for ratio in ratios)
+        measured = ", ".join(f"{ratio:.3f}" for ratio in ratios)
         rows.append(("EASGD's bytes a step within 10 % of theory, every period", measured, met))
-    summary = tables.accuracy_summary(results.get("accuracy", {}), ACCURACY_TARGET)
+    summary = report.accuracy_summary(results.get("accuracy", {}))
     if PAPER_EASGD in summary and "async" in summary:
-        easgd, other = (tables.median_time(summary[c][0]) for c in (PAPER_EASGD, "async"))
-        measured = f"{tables.seconds(easgd)}; async {tables.seconds(other)}"
+        easgd, other = (report.median_time(summary[c][0]) for c in (PAPER_EASGD, "async"))
+        measured = f"{report.seconds(easgd)}; async {report.seconds(other)}"
         met = easgd is not None and (other is None or easgd <= other)
         rows.append((f"time to 97 %: `{PAPER_EASGD}` <= async SGD", measured, met))
     return rows
@@ -186,35 +193,21 @@ def targets(results):
 
 def plot(results, out):
     """throughput.png and accuracy.png into `out`: {name: path}."""
-    plt, paths, panels = tables.pyplot(), {}, _panels(results)
+    plt, paths, panels = report.pyplot(), {}, _panels(results)
     if panels:
         figure, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2))
         for axis, (title, by_config) in zip(figure.axes, panels, strict=True):
-            summary = tables.summarize_throughput(by_config)
-            medians, lows, highs = zip(*summary.values(), strict=True)
-            errors = [[m - lo for m, lo in zip(medians, lows, strict=True)],
-                      [hi - m for m, hi in zip(medians, highs, strict=True)]]  # fmt: skip
-            axis.bar(list(summary), medians, yerr=errors, capsize=3)
+            rounds = [report.per_round(runs) for runs in by_config.values()]
+            medians = [statistics.median(v) for v in rounds]
+            errors = [[m - min(v) for m, v in zip(medians, rounds, strict=True)],
+                      [max(v) - m for m, v in zip(medians, rounds, strict=True)]]  # fmt: skip
+            axis.bar(list(by_config), medians, yerr=errors, capsize=3)
             axis.set(title=title, ylabel="steps/s per worker (median, min-max)")
             axis.tick_params(axis="x", rotation=45, labelsize=8)
-        paths["throughput"] = tables.save(figure, out / "throughput.png")
+        paths["throughput"] = report.save_figure(figure, out / "throughput.png")
     if "accuracy" in results:
-        paths["accuracy"] = curves(results["accuracy"], out / "accuracy.png")
+        paths["accuracy"] = report.curves(results["accuracy"], out / "accuracy.png")
     return paths
-
-
-def curves(by_config, path):
-    """Test accuracy against wall time, a colour per configuration; returns `path`."""
-    figure, axis = tables.pyplot().subplots(figsize=(7, 4.2))
-    for index, (config, runs) in enumerate(by_config.items()):
-        for repeat, run in enumerate(runs):
-            label = f"{config} x{len(run['steps'])}" if repeat == 0 else None
-            seconds, accuracy, _ = zip(*run["curve"], strict=True)
-            axis.plot(seconds, accuracy, color=f"C{index}", label=label)
-    axis.axhline(ACCURACY_TARGET, color="#2ca02c", linestyle="--", linewidth=1)
-    axis.set(ylim=(0.5, 1.0), xlabel="wall time (s)", ylabel="test accuracy of the shared model")
-    axis.legend(loc="lower right", fontsize=8)
-    return tables.save(figure, path)
 
 
 THROUGHPUT = """\

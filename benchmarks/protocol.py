@@ -1,10 +1,10 @@
-"""The driver <-> task line protocol, and the fingerprint of a worker's start.
+"""The driver <-> task protocol and the models its commands name (Python 3.7, no TensorFlow).
 
 The driver writes one JSON command a line to a task's stdin; the task answers each with a
-line starting with `REPLY_PREFIX`. Python 3.7 code without TensorFlow: contrib_task.py runs
-it under TensorFlow 1.15.
+line starting with `REPLY_PREFIX`. The drivers and every task process import this module.
 """
 
+import dataclasses
 import hashlib
 import json
 import sys
@@ -14,14 +14,63 @@ import numpy as np
 REPLY_PREFIX = "BENCH "
 
 
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """A classifier: "mlp" (hidden widths) or "cnn" (convolution channels) `layers`."""
+
+    name: str
+    kind: str
+    input_shape: tuple
+    layers: tuple
+    num_classes: int
+    batch_size: int
+
+    def shapes(self):
+        """Each variable's name and shape, in creation order."""
+        shapes = {}
+        if self.kind == "mlp":
+            widths = (int(np.prod(self.input_shape)), *self.layers, self.num_classes)
+            for i, (a, b) in enumerate(zip(widths, widths[1:])):
+                shapes[f"layer_{i}/weights"], shapes[f"layer_{i}/biases"] = (a, b), (b,)
+            return shapes
+        channels = (self.input_shape[-1], *self.layers)
+        for i, (a, b) in enumerate(zip(channels, channels[1:])):
+            shapes[f"conv_{i}/filters"], shapes[f"conv_{i}/biases"] = (3, 3, a, b), (b,)
+        shapes["logits/weights"] = (channels[-1], self.num_classes)
+        shapes["logits/biases"] = (self.num_classes,)
+        return shapes
+
+    @property
+    def num_params(self):
+        return sum(int(np.prod(shape)) for shape in self.shapes().values())
+
+
+def synthetic_batch(spec, seed=0):
+    """A fixed random batch for throughput runs: (images, labels) as numpy arrays."""
+    rng = np.random.default_rng(seed)
+    images = rng.random((spec.batch_size, *spec.input_shape), dtype=np.float32)
+    return images, rng.integers(0, spec.num_classes, spec.batch_size).astype(np.int32)
+
+
+#: Communication-heavy: 2.9 M parameters, little compute per parameter.
+COMM_MLP = ModelSpec("mlp-2.9M", "mlp", (784,), (1024, 1024, 1024), 10, 64)
+#: Compute-heavy: 0.1 M parameters, three 3x3 convolutions on 32x32x3 images.
+COMPUTE_CNN = ModelSpec("cnn-0.1M", "cnn", (32, 32, 3), (32, 64, 128), 10, 16)
+#: The time-to-accuracy model: the same MLP shape on the 8x8 digits (2.2 M).
+DIGITS_MLP = ModelSpec("digits-mlp-2.2M", "mlp", (64,), (1024, 1024, 1024), 10, 32)
+#: A tiny model (25 K parameters), where a fixed cost per step weighs most.
+TINY_MLP = ModelSpec("mlp-25K", "mlp", (784,), (32,), 10, 64)
+MODELS = {spec.name: spec for spec in (COMM_MLP, COMPUTE_CNN, DIGITS_MLP, TINY_MLP)}
+
+
 def reply(message):
     """Writes one answer line to stdout."""
     sys.stdout.write(REPLY_PREFIX + json.dumps(message) + "\n")
     sys.stdout.flush()
 
 
-def serve_commands(worker, lines):
-    """Answers the commands in `lines` (`{"cmd": method of worker, **kwargs}`) until "exit"
+def serve_commands(task, lines):
+    """Answers the commands in `lines` (`{"cmd": method of task, **kwargs}`) until "exit"
     or the end of input; a method that raises answers `{"ok": False, "error"}`."""
     for line in lines:
         if not line.strip():
@@ -29,33 +78,20 @@ def serve_commands(worker, lines):
         request = json.loads(line)
         command = request.pop("cmd")
         if command == "exit":
-            worker.close()
-            reply({"ok": True})
-            return
+            task.close()
+            return reply({"ok": True})
         try:
-            answer = dict(getattr(worker, command)(**request), ok=True)
+            answer = dict(getattr(task, command)(**request), ok=True)
         except Exception as error:  # Reported to the driver, which stops the benchmark.
             answer = {"ok": False, "error": f"{type(error).__name__}: {error}"}
         reply(answer)
 
 
-def _digest(items):
-    digest = hashlib.sha256()
+def digest(items):
+    """The SHA-256 of (name, array) pairs: their names, dtypes, shapes and bytes."""
+    sha = hashlib.sha256()
     for name, item in items:
         value = np.ascontiguousarray(item)
-        header = "{}:{}:{};".format(name, value.dtype.str, ",".join(map(str, value.shape)))
-        digest.update(header.encode())
-        digest.update(value.tobytes())
-    return digest.hexdigest()
-
-
-def fingerprint(session, variables, loss, images, labels):
-    """SHA-256 digests of `variables` (names, shapes, values) and of the batch, and the
-    loss: the contrib section compares them across TensorFlow versions."""
-    values = session.run(list(variables))
-    return {
-        "params": _digest((v.op.name, value) for v, value in zip(variables, values)),
-        "batch": _digest((("images", images), ("labels", labels))),
-        "variables": len(values),
-        "loss": float(session.run(loss)),
-    }
+        sha.update(f"{name}:{value.dtype.str}:{','.join(map(str, value.shape))};".encode())
+        sha.update(value.tobytes())
+    return sha.hexdigest()

@@ -9,29 +9,21 @@ Sections: loopback.py (throughput, bytes, accuracy, overhead), keras_fit.py, exc
 shaped.py (shaped, pinned), contrib.py. Everything a section starts it stops, on error too.
 """
 
-import json
-import os
 import pathlib
-import sys
 import tempfile
-import time
 
 from absl import app, flags
 
-from benchmarks import contrib, exchange, keras_fit, loopback, provenance, shaped, specs
-from benchmarks.tables import status, table
+from benchmarks import contrib, exchange, keras_fit, loopback, protocol, report, shaped
 from tf_contrib_easgd.trainer import network
 
 SECTIONS = ("throughput", "bytes", "accuracy", "keras", "exchange", "overhead", "shaped",
             "pinned", "contrib")  # fmt: skip
-provenance.define_flags("results", "BENCHMARKS.md")
+WORKERS = 2
+report.define_flags("results", "BENCHMARKS.md")
 flags.DEFINE_list("sections", list(SECTIONS), f"Sections to run, of {', '.join(SECTIONS)}.")
 flags.register_validator("sections", lambda names: set(names) <= set(SECTIONS),
                          f"Sections are {', '.join(SECTIONS)}.")  # fmt: skip
-flags.DEFINE_integer("workers", 2, "Workers of the clusters.")
-flags.DEFINE_integer("rounds", None, "Throughput rounds (default: 3, or 1 with --quick; "
-                     "shaped: 3 at 1 Gbit/s, 2 at 100 Mbit/s).")  # fmt: skip
-flags.DEFINE_bool("tf2", None, "Also measure in TF 2 graph mode (default: not with --quick).")
 flags.DEFINE_string("contrib_python", None, "Python of TensorFlow 1.15 with tf.contrib "
                     "(default: .venv-tf115/bin/python of the checkout).")  # fmt: skip
 flags.DEFINE_bool("merge", False, "With --sections=contrib: keep the other sections of "
@@ -39,64 +31,35 @@ flags.DEFINE_bool("merge", False, "With --sections=contrib: keep the other secti
 FLAGS = flags.FLAGS
 
 
-def main(argv):
-    del argv  # Unused: run_record takes the whole command line.
-    quick, sections = FLAGS.quick, set(FLAGS.sections)
-    if FLAGS.merge and sections != {"contrib"}:
-        raise app.UsageError("--merge takes --sections=contrib only")
-    out, report_path = provenance.outputs("BENCHMARKS.md")
-    if FLAGS.rerender:
-        write(json.loads((out / "results.json").read_text()), out, report_path)
-        return
-    rounds = FLAGS.rounds or (1 if quick else 3)
-    with_tf2 = (not quick) if FLAGS.tf2 is None else FLAGS.tf2
-    log, reason = provenance.RunLog(), network.unavailable_reason()
-    netns = reason is None
+def measure(results, log):
+    """Runs the sections of --sections into `results`."""
+    quick, sections, reason = results["quick"], set(FLAGS.sections), network.unavailable_reason()
     models = {
-        s.name: {"params": s.num_params, "batch": s.batch_size} for s in specs.MODELS.values()
+        s.name: {"params": s.num_params, "batch": s.batch_size} for s in protocol.MODELS.values()
     }
-    results = {
-        **provenance.run_record("benchmarks.run", sys.argv, quick), "workers": FLAGS.workers,
-        "netns": netns, "netns_skip_reason": reason, "accuracy_target": 0.97, "models": models,
-    }  # fmt: skip
-    log(f"load average {results['load_before']}; netns: {reason or 'yes'}")
-    saved = json.loads((out / "results.json").read_text()) if FLAGS.merge else None
-    logs = pathlib.Path(tempfile.mkdtemp(prefix="easgd-bench-logs-"))
-    log(f"process logs: {logs}")
-    loopback.measure(results, sections, FLAGS.workers, quick, rounds, with_tf2, netns, logs, log)
+    results.update(workers=WORKERS, netns=reason is None, netns_skip_reason=reason,
+                   accuracy_target=0.97, models=models)  # fmt: skip
+    logs, netns = pathlib.Path(tempfile.mkdtemp(prefix="easgd-bench-logs-")), reason is None
+    log(f"netns: {reason or 'yes'}; process logs: {logs}")
+    loopback.measure(results, sections, WORKERS, quick, netns, logs, log)
     if "keras" in sections:
-        results["keras"] = keras_fit.measure(FLAGS.workers, quick, rounds, netns, logs, log)
+        results["keras"] = keras_fit.measure(WORKERS, quick, netns, logs, log)
     if "contrib" in sections:
-        contrib_rounds = FLAGS.rounds or (1 if quick else contrib.ROUNDS)
-        window = (3.0, 1.5) if quick else (8.0, 3.0)
-        results["contrib"] = contrib.measure(results, FLAGS.contrib_python, FLAGS.workers,
-                                             contrib_rounds, *window, netns, logs, log)  # fmt: skip
+        python = FLAGS.contrib_python
+        results["contrib"] = contrib.measure(results, python, WORKERS, quick, netns, logs, log)
     if "exchange" in sections:
-        count = (1, 10) if quick else (3, 30)
-        results["exchange"] = exchange.measure(*count, netns, logs, log)
-    mlp = specs.COMM_MLP.name
-    if "shaped" in sections:
-        results["shaped"] = shaped.measure(mlp, FLAGS.workers, quick, FLAGS.rounds, logs, log)
-    if "pinned" in sections:
-        results["pinned"] = shaped.measure_pinned(mlp, quick, FLAGS.rounds, logs, log)
-    results["load_after"] = os.getloadavg()
-    results["duration_secs"] = time.time() - log.started
-    if saved is not None:
-        results = {**saved, "contrib": results["contrib"]}
-    log_name = "run-contrib.log" if saved else "run.log"
-    provenance.save(results, log, out / "results.json", out / log_name)
-    write(results, out, report_path, replot=saved is None)
-    log(f"done in {results['duration_secs']:.0f} s: {report_path}, {out}/results.json, plots")
+        results["exchange"] = exchange.measure(quick, netns, logs, log)
+    results.update(shaped.measure(sections, protocol.COMM_MLP.name, WORKERS, quick, logs, log))
 
 
 def render(results, plots):
     """The Markdown report; `plots`: {name: image path relative to the report}."""
     rows = loopback.targets(results) + keras_fit.targets(results) + shaped.targets(results)
-    overloaded = results["load_before"][0] > (results["machine"]["cores"] or 1)
+    status = {None: "skipped", True: "**met**", False: "**not met**"}
     out = [
         "# Benchmarks",
         "",
-        *provenance.header(results, "make bench"),
+        *report.header(results, "make bench"),
         f"1 ps + {results['workers']} workers, each an OS process, gRPC over loopback"
         + (" in a private network namespace" if results["netns"] else "")
         + ". Compare ratios within a table, not across runs. Re-render: `python -m "
@@ -104,31 +67,39 @@ def render(results, plots):
         "",
         "## Targets",
         "",
-        table("-target | -measured | -status", [(t, m, status(f)) for t, m, f in rows]),
+        report.table("-target | -measured | -status", [(t, m, status[f]) for t, m, f in rows]),
         "",
     ]
-    if overloaded:
-        out += [
-            "**The machine was overloaded before this run** (load above its cores): trust "
-            "the per-round ratios and the byte counts more than absolute steps/s.",
-            "",
-        ]
+    if results["load_before"][0] > (results["machine"]["cores"] or 1):
+        out += [OVERLOADED, ""]
     out += loopback.render(results, plots) + keras_fit.render(results) + exchange.render(results)
     return "\n".join(out + shaped.render(results, plots)).rstrip() + "\n"
 
 
-def write(results, out, report_path, replot=True):
-    """Draws the plots into `out` (with `replot=False`, keeps those there) and writes the
-    report to `report_path`."""
-    out, report_path = pathlib.Path(out), pathlib.Path(report_path)
-    names = {"throughput", "accuracy", "shaped_throughput", "shaped_accuracy"}
-    if replot:
-        paths = {**loopback.plot(results, out), **shaped.plot(results, out)}
-    else:
+def write(results, out, report_path):
+    """Draws the plots into `out` (with --merge, keeps those there) and writes the report."""
+    if FLAGS.merge:
+        names = ("throughput", "accuracy", "shaped_throughput", "shaped_accuracy")
         paths = {name: out / f"{name}.png" for name in names if (out / f"{name}.png").is_file()}
-    plots = {name: provenance.relative(path, report_path.parent) for name, path in paths.items()}
+    else:
+        paths = {**loopback.plot(results, out), **shaped.plot(results, out)}
+    plots = {name: report.relative(path, report_path.parent) for name, path in paths.items()}
     report_path.write_text(render(results, plots))
 
+
+def main(argv):
+    del argv  # Unused: the results record the whole command line.
+    if FLAGS.merge and set(FLAGS.sections) != {"contrib"}:
+        raise app.UsageError("--merge takes --sections=contrib only")
+    update = ("contrib",) if FLAGS.merge else None
+    log_name = "run-contrib.log" if FLAGS.merge else "run.log"
+    report.drive("benchmarks.run", "results", "BENCHMARKS.md", measure, write, log_name, update)
+
+
+OVERLOADED = (
+    "**The machine was overloaded before this run** (load above its cores): trust the "
+    "per-round ratios and the byte counts more than absolute steps/s."
+)
 
 if __name__ == "__main__":
     app.run(main)

@@ -1,11 +1,10 @@
 """Sections 5 and 6 of BENCHMARKS.md: a shaped network, and the cost model beyond it.
 
-Each task runs on a host of its own, a namespace whose link to a private switch is limited
-with `tc` (`BenchCluster(rate=...)`): every configuration's throughput and the bytes on the
-ps's link, interleaved, at 1 Gbit/s and 100 Mbit/s, and time to accuracy; "pinned": one
-worker on a core of its own and the ps on the other, at 1 Gbit/s. Section 6 fits the cost
-model's link efficiency on them (its CPU costs from `make bench-scale`) and predicts larger
-clusters.
+Each task runs on a host of its own whose link `tc` limits (`BenchCluster(rate=...)`):
+every configuration's throughput and the bytes on the ps's link, interleaved, at 1 Gbit/s
+and 100 Mbit/s, and time to accuracy; "pinned": one worker on a core of its own and the
+ps on the other, at 1 Gbit/s. Section 6 fits the cost model's link efficiency on them
+(its CPU costs from `make bench-scale`) and predicts larger clusters.
 """
 
 import json
@@ -14,10 +13,9 @@ import statistics
 
 import numpy as np
 
-from benchmarks import cost_model, specs, tables
-from benchmarks.harness import BenchCluster
-from benchmarks.rounds import ACCURACY_TARGET, throughput, time_to_accuracy, window_with_bytes
-from benchmarks.tables import median_of, num, per_round_ratio, table
+from benchmarks import cost_model, protocol, report
+from benchmarks.harness import BenchCluster, throughput, time_to_accuracy
+from benchmarks.report import median_of, num, per_round_ratio, table
 from tf_contrib_easgd.trainer import network
 from tf_contrib_easgd.trainer.network import rate_bits_per_sec
 
@@ -39,49 +37,40 @@ QUICK_ACCURACY = {"1gbit": ((("async", None), (EASGD_TRAIN, None)), 1, 15.0)}
 PINNED_CONFIGS = ("local", "easgd-10", "easgd-10-overlap", "easgd-10-overlap-bf16", "easgd-32",
                   "easgd-32-overlap", "easgd-32-overlap-bf16")  # fmt: skip
 PINNED_CPUS = {"worker": (0,), "ps": (1,)}
-#: Per rate: (seconds of a window, of warm-up before it, rounds); --quick: the first only.
-WINDOWS = {"1gbit": (8.0, 3.0, 3), "100mbit": (15.0, 6.0, 2)}
-QUICK_WINDOWS = {"1gbit": (4.0, 2.0, 1)}
+#: Per rate: (rounds, seconds of a window, of warm-up before it); --quick: the first only.
+WINDOWS = {"1gbit": (3, 8.0, 3.0), "100mbit": (2, 15.0, 6.0)}
+QUICK_WINDOWS = {"1gbit": (1, 4.0, 2.0)}
 SCALE_RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "scale.json"
 #: Section 6's larger clusters: link rates (bits/s), ps tasks (of 4 cores), workers.
 PREDICTED_RATES, PREDICTED_PS, PREDICTED_WORKERS = (10e9, 25e9), (1, 4), (8, 64, 256)
 PREDICTED_CONFIGS = ("async", "sync", "easgd-10", "easgd-64", "easgd-10-overlap")
-PREDICTED_PS_CORES = 4
 
 
-def measure(model, workers, quick, num_rounds, logs, log):
-    """`{"skipped": why}`, or {"workers", "model", "rates": {rate: {"throughput",
-    "accuracy" (where measured)}}}."""
-    reason = network.unavailable_reason(rate="1gbit")
+def measure(sections, model, workers, quick, logs, log):
+    """{"shaped": {"workers", "model", "rates": {rate: {"throughput", "accuracy"}}},
+    "pinned": {"throughput", "cpus", "model"}} of those in `sections` ({"skipped": why})."""
+    reason, results = network.unavailable_reason(rate="1gbit"), {}
     if reason is not None:
         log(f"shaped network: SKIPPED, {reason}")
-        return {"skipped": reason}
-    results = {"workers": workers, "model": model, "rates": {}}
+        return {section: {"skipped": reason} for section in sections & {"shaped", "pinned"}}
     configs, accuracy = (QUICK_CONFIGS, QUICK_ACCURACY) if quick else (CONFIGS, ACCURACY)
-    for rate, (seconds, warm_secs, rate_rounds) in (QUICK_WINDOWS if quick else WINDOWS).items():
-        with BenchCluster(1, workers, "tf1", logs / f"shaped-{rate}", rate=rate) as cluster:
+    rates = (QUICK_WINDOWS if quick else WINDOWS) if "shaped" in sections else {}
+    for rate, window in rates.items():
+        with BenchCluster(workers, logs / f"shaped-{rate}", rate=rate) as cluster:
             log(f"shaped network {rate}: 1 ps + {workers} workers, a host each")
-            window = (num_rounds or rate_rounds, seconds, warm_secs, log, window_with_bytes)
-            measured = {"throughput": throughput(cluster, model, configs, *window)}
+            measured = {"throughput": throughput(cluster, model, configs, *window, log)}
             if rate in accuracy:
                 measured["accuracy"] = time_to_accuracy(cluster, *accuracy[rate], 1.0, log)
-            results["rates"][rate] = measured
+        results.setdefault("shaped", {"workers": workers, "model": model, "rates": {}})
+        results["shaped"]["rates"][rate] = measured
+    if "pinned" in sections:
+        configs = PINNED_CONFIGS[:3] if quick else PINNED_CONFIGS
+        rounds, *window = WINDOWS["1gbit"]
+        with BenchCluster(1, logs / "pinned", rate="1gbit", cpus=PINNED_CPUS) as cluster:
+            log(f"pinned: 1 ps + 1 worker at 1gbit, cpus {PINNED_CPUS}")
+            measured = throughput(cluster, model, configs, 1 if quick else rounds, *window, log)
+        results["pinned"] = {"cpus": PINNED_CPUS, "model": model, "throughput": measured}
     return results
-
-
-def measure_pinned(model, quick, num_rounds, logs, log):
-    """`{"skipped": why}`, or {"throughput", "cpus", "model"} of one worker pinned to one
-    core and the ps to the other, at 1 Gbit/s."""
-    reason = network.unavailable_reason(rate="1gbit")
-    if reason is not None:
-        return {"skipped": reason}
-    seconds, warm_secs, default_rounds = WINDOWS["1gbit"]
-    configs = PINNED_CONFIGS[:3] if quick else PINNED_CONFIGS
-    window = (1 if quick else num_rounds or default_rounds, seconds, warm_secs, log)
-    with BenchCluster(1, 1, "tf1", logs / "pinned", rate="1gbit", cpus=PINNED_CPUS) as cluster:
-        log(f"pinned: 1 ps + 1 worker at 1gbit, cpus {PINNED_CPUS}")
-        measured = throughput(cluster, model, configs, *window, window_with_bytes)
-    return {"cpus": PINNED_CPUS, "model": model, "throughput": measured}
 
 
 def rate_text(rate):
@@ -96,14 +85,14 @@ def _box(results, rate, workers):
 
 
 def measured_costs(path=SCALE_RESULTS):
-    """The CPU of an exchange `make bench-scale` measured without reuse_freed_memory (as
-    these processes are), per byte on each side, and its commit; no CPU without it."""
+    """The CPU of an exchange `make bench-scale` measured without reuse_freed_memory, per
+    byte on each side, and its commit; no CPU without it."""
     try:
         scale = json.loads(pathlib.Path(path).read_text())
         row = scale["constants_untuned"]
     except (OSError, KeyError, ValueError):
         return cost_model.Costs(), None
-    moved = 2 * 4 * specs.MODELS[row["model"]].num_params * row["exchanges"]
+    moved = 2 * 4 * protocol.MODELS[row["model"]].num_params * row["exchanges"]
     worker, ps = row["hosts_cpu"] / moved, sum(row["ps_cpu"]) / moved
     return cost_model.Costs(worker_byte_secs=worker, ps_byte_secs=ps), scale["revision"]["commit"]
 
@@ -111,14 +100,14 @@ def measured_costs(path=SCALE_RESULTS):
 def fitted(results):
     """The cost model's `Costs` for the shaped runs: the measured CPU, the fitted link."""
     section, rows = results["shaped"], []
-    model_bytes = 4.0 * results["models"][section["model"]]["params"]
     for rate, measured in section["rates"].items():
-        box = _box(results, rate, section["workers"])
-        summary = tables.summarize_throughput(measured["throughput"])
-        compute = 1.0 / summary["local"][0]
-        for config, (median, _, _) in summary.items():
+        box, by_config = _box(results, rate, section["workers"]), measured["throughput"]
+        compute = 1.0 / median_of(by_config, "local")
+        for config in by_config:
+            median = median_of(by_config, config)
             if config != "local" and median > 0:
                 rows.append((config, compute, box, 1.0 / median))
+    model_bytes = 4.0 * results["models"][section["model"]]["params"]
     return cost_model.fit_link_efficiency(rows, model_bytes, measured_costs()[0])
 
 
@@ -126,7 +115,7 @@ def link_megabytes(by_config, config):
     """Median MB on the ps's link per local step of `config`, or None."""
     if config not in by_config:
         return None
-    return statistics.median(tables.link_bytes_per_step(run) for run in by_config[config]) / 1e6
+    return statistics.median(report.link_bytes_per_step(run) for run in by_config[config]) / 1e6
 
 
 def render(results, plots):
@@ -135,11 +124,8 @@ def render(results, plots):
     section = results.get("shaped", {})
     if "rates" not in section:
         return [*out, f"Skipped: {section.get('skipped', 'not run')}.", ""]
-    params, rates, fit = (
-        results["models"][section["model"]]["params"],
-        section["rates"],
-        fitted(results),
-    )
+    params = results["models"][section["model"]]["params"]
+    rates, fit = section["rates"], fitted(results)
     rows = {c: [c] for m in rates.values() for c in m["throughput"]}
     for rate, measured in rates.items():
         by_config, box = measured["throughput"], _box(results, rate, section["workers"])
@@ -155,14 +141,27 @@ def render(results, plots):
     out += [SHAPED.format(workers=section["workers"]), "", table(header, rows.values()), ""]
     if "shaped_throughput" in plots:
         out += [f"![steps/s against bandwidth]({plots['shaped_throughput']})", ""]
-    out += _pinned(results)
+    pinned = results.get("pinned")
+    if pinned and "throughput" in pinned:
+        by_config, rows = pinned["throughput"], []
+        for config, runs in by_config.items():
+            shares = [
+                statistics.median(run["cpu_share"][t] for run in runs) for t in ("worker0", "ps0")
+            ]
+            steps, ratio = median_of(by_config, config), per_round_ratio(by_config, config, "local")
+            cells = [num(steps, 2), num(ratio, 2), num(link_megabytes(by_config, config), 2)]
+            rows.append([config, *cells, *(f"{share:.2f}" for share in shares)])
+        header = "-configuration | steps/s | x local | MB on link | worker CPU share | ps CPU share"
+        text = "One worker pinned to a core, the ps to the other (cores >= tasks), at 1 Gbit/s:"
+        out += [text, "", table(header, rows), ""]
+    elif pinned:
+        out += [f"Pinned run skipped: {pinned['skipped']}.", ""]
     accuracy = []
     for rate, measured in rates.items():
         if "accuracy" in measured:
-            prefix = f"{rate_text(rate)} | "
-            accuracy += tables.accuracy_rows(measured["accuracy"], ACCURACY_TARGET, prefix)
+            accuracy += report.accuracy_rows(measured["accuracy"], f"{rate_text(rate)} | ")
     if accuracy:
-        header = f"-link | {tables.ACCURACY_HEADER}"
+        header = f"-link | {report.ACCURACY_HEADER}"
         out += ["Time to accuracy (digits, as section 3):", "", table(header, accuracy), ""]
     return out + _model(results, params, fit)
 
@@ -175,40 +174,21 @@ def _model(results, params, fit):
         for ps_tasks in PREDICTED_PS:
             cells = [config, ps_tasks]
             for rate in PREDICTED_RATES:
-                one = cost_model.Cluster(rate, 1, ps_tasks, ps_cores=PREDICTED_PS_CORES)
+                one = cost_model.Cluster(rate, 1, ps_tasks, ps_cores=4)
                 limit = cost_model.scaling_limit(config, compute, 4.0 * params, one, fit)
                 cells.append("> 100,000" if limit is None else f"{limit:,}")
             for workers in PREDICTED_WORKERS:
-                box = cost_model.Cluster(10e9, workers, ps_tasks, ps_cores=PREDICTED_PS_CORES)
+                box = cost_model.Cluster(10e9, workers, ps_tasks, ps_cores=4)
                 cells.append(
                     f"{1 / cost_model.step_time(config, compute, 4.0 * params, box, fit):.1f}"
                 )
             rows.append(cells)
-    header = (
-        "-algorithm | ps tasks | slows at W (10 Gbit/s) | slows at W (25 Gbit/s) | "
-        + " | ".join(f"steps/s, W={w}" for w in PREDICTED_WORKERS)
-    )
+    header = "-algorithm | ps tasks | slows at W (10 Gbit/s) | slows at W (25 Gbit/s) | "
+    header += " | ".join(f"steps/s, W={w}" for w in PREDICTED_WORKERS)
     text = MODEL.format(worker=fit.worker_byte_secs * 1e9, ps=fit.ps_byte_secs * 1e9,
                         e=fit.link_efficiency, commit=measured_costs()[1] or "none (no scale.json)",
                         compute=compute * 1e3)  # fmt: skip
     return ["## 6. A cost model, and larger clusters", "", text, "", table(header, rows), ""]
-
-
-def _pinned(results):
-    section = results.get("pinned")
-    if section is None or "throughput" not in section:
-        return [f"Pinned run skipped: {section['skipped']}.", ""] if section else []
-    by_config, rows = section["throughput"], []
-    for config, runs in by_config.items():
-        shares = [
-            statistics.median(run["cpu_share"][t] for run in runs) for t in ("worker0", "ps0")
-        ]
-        steps, ratio = median_of(by_config, config), per_round_ratio(by_config, config, "local")
-        cells = [num(steps, 2), num(ratio, 2), num(link_megabytes(by_config, config), 2)]
-        rows.append([config, *cells, *(f"{share:.2f}" for share in shares)])
-    header = "-configuration | steps/s | x local | MB on link | worker CPU share | ps CPU share"
-    text = "One worker pinned to a core, the ps to the other (cores >= tasks), at 1 Gbit/s:"
-    return [text, "", table(header, rows), ""]
 
 
 def targets(results):
@@ -218,14 +198,11 @@ def targets(results):
         by_config, where = measured["throughput"], f"{rate_text(rate)} per task"
         # easgd-10 against local is the pinned run's target (two workers share two cores
         # with the ps here); its ratio is a figure of the table above.
-        for reference, goal in (("async", 5.0),) if rate == "1gbit" else ():
-            ratio = per_round_ratio(by_config, "easgd-10", reference)
-            met = None if ratio is None else ratio >= goal
-            rows.append((f"easgd-10 >= {goal:g} x {reference} ({where})", num(ratio, 2, " x"), met))
-        narrow, wide = (
-            link_megabytes(by_config, "easgd-10-bf16"),
-            link_megabytes(by_config, "easgd-10"),
-        )
+        if rate == "1gbit":
+            ratio = per_round_ratio(by_config, "easgd-10", "async")
+            met = None if ratio is None else ratio >= 5.0
+            rows.append((f"easgd-10 >= 5 x async ({where})", num(ratio, 2, " x"), met))
+        narrow, wide = (link_megabytes(by_config, c) for c in ("easgd-10-bf16", "easgd-10"))
         if narrow is not None and wide is not None:
             target = f"bytes on the ps's link: easgd-10-bf16 <= 0.52 x easgd-10 ({where})"
             rows.append((target, f"{narrow / wide:.3f} x", narrow / wide <= 0.52))
@@ -239,12 +216,12 @@ def targets(results):
 
 def _accuracy_targets(accuracy, where, rate):
     """easgd-train's defaults against async; a 16-bit wire against float32 (time, final)."""
-    summary, rows = tables.accuracy_summary(accuracy, ACCURACY_TARGET), []
-    times = {config: tables.median_time(row[0]) for config, row in summary.items()}
+    summary, rows = report.accuracy_summary(accuracy), []
+    times = {config: report.median_time(row[0]) for config, row in summary.items()}
     if EASGD_TRAIN in times and "async" in times:
         mine, other = times[EASGD_TRAIN], times["async"]
         met = None if other is None else mine is not None and mine <= 0.5 * other
-        measured = f"{tables.seconds(mine)}; async {tables.seconds(other)}"
+        measured = f"{report.seconds(mine)}; async {report.seconds(other)}"
         rows.append((f"time to 97 %: `{EASGD_TRAIN}` <= 0.5 x async ({where})", measured, met))
     for narrow in [
         c for c in summary if c.endswith("-bf16") and c.removesuffix("-bf16") in summary
@@ -252,7 +229,7 @@ def _accuracy_targets(accuracy, where, rate):
         wide = narrow.removesuffix("-bf16")
         mine, other = times[narrow], times[wide]
         met = None if other is None else mine is not None and mine <= 0.6 * other
-        measured = f"{tables.seconds(mine)}; float32 {tables.seconds(other)}"
+        measured = f"{report.seconds(mine)}; float32 {report.seconds(other)}"
         if rate == "100mbit":  # Where the wire limits; at 1 Gbit/s overlap hides it.
             rows.append((f"time to 97 %: `{narrow}` <= 0.6 x float32 ({where})", measured, met))
         finals, references = summary[narrow][1], summary[wide][1]
@@ -265,34 +242,28 @@ def _accuracy_targets(accuracy, where, rate):
 
 def plot(results, out):
     """shaped_throughput.png and shaped_accuracy.png into `out`: {name: path}."""
-    from benchmarks.loopback import curves  # noqa: PLC0415 - loopback imports contrib, not us.
-
     section, paths = results.get("shaped", {}), {}
     if "rates" not in section:
         return paths
-    rates, fit, params = (
-        section["rates"],
-        fitted(results),
-        results["models"][section["model"]]["params"],
-    )
+    rates, fit = section["rates"], fitted(results)
+    params = results["models"][section["model"]]["params"]
     compute = 1.0 / statistics.median(median_of(m["throughput"], "local") for m in rates.values())
     grid = np.geomspace(5e7, 3e10, 60)
-    figure, axis = tables.pyplot().subplots(figsize=(7.5, 4.6))
+    boxes = [_box(results, f"{bits:.0f}bit", section["workers"]) for bits in grid]
+    figure, axis = report.pyplot().subplots(figsize=(7.5, 4.6))
     for index, config in enumerate(next(iter(rates.values()))["throughput"]):
         measured = {r: m["throughput"] for r, m in rates.items() if config in m["throughput"]}
         points = [(rate_bits_per_sec(r), median_of(by, config)) for r, by in measured.items()]
         axis.plot(*zip(*points, strict=True), "o", color=f"C{index % 10}", label=config)
-        boxes = [_box(results, f"{bits:.0f}bit", section["workers"]) for bits in grid]
         model = [1 / cost_model.step_time(config, compute, 4.0 * params, box, fit) for box in boxes]
         axis.plot(grid, model, "-", color=f"C{index % 10}", alpha=0.5, linewidth=1)
-    axis.set(
-        xscale="log", yscale="log", xlabel="each task's link (bit/s)", ylabel="steps/s per worker"
-    )
+    labels = {"xlabel": "each task's link (bit/s)", "ylabel": "steps/s per worker"}
+    axis.set(xscale="log", yscale="log", **labels)
     axis.legend(fontsize=7, loc="lower right")
-    paths["shaped_throughput"] = tables.save(figure, out / "shaped_throughput.png")
+    paths["shaped_throughput"] = report.save_figure(figure, out / "shaped_throughput.png")
     first = next(iter(rates.values()))
     if "accuracy" in first:
-        paths["shaped_accuracy"] = curves(first["accuracy"], out / "shaped_accuracy.png")
+        paths["shaped_accuracy"] = report.curves(first["accuracy"], out / "shaped_accuracy.png")
     return paths
 
 
