@@ -23,9 +23,8 @@ def measure(workers, quick, netns, logs, log):
         log(f"keras: {model}, 1 ps + {workers} workers (model.fit, eager)")
         rounds, seconds = (1, 3.0) if quick else (3, 8.0)
         measured = throughput(cluster, model, CONFIGS, rounds, seconds, START_SECS, log)
-    # Each run to accuracy on a cluster of its own, as a job has. In one cluster, worker 1's
-    # second callback after a run it sat out waited for the centre until its deadline
-    # (make bench, twice on 2026-12-05, both at the same point; not understood yet).
+    # Each run to accuracy on a cluster of its own, as a job has: builds in one cluster share
+    # the centre (named by weight position), so a later run would start from a trained one.
     accuracy = {config: [] for config, _ in ACCURACY_CONFIGS}
     for repeat in range(1 if quick else 2):
         for config, team in ACCURACY_CONFIGS:

@@ -39,7 +39,7 @@ class KerasWorker:
             activation = "relu" if i < len(spec.layers) else None
             initializer = tf.keras.initializers.HeNormal(i)
             layers.append(tf.keras.layers.Dense(units, activation, kernel_initializer=initializer))
-        keras_model = tf.keras.Sequential(layers, name=container)  # Centres of its own.
+        keras_model = tf.keras.Sequential(layers, name=container)
         keras_model.compile(
             optimizer=tf.keras.optimizers.SGD(learning_rate),
             loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -83,7 +83,7 @@ class KerasWorker:
         return {}
 
     def reset(self, containers):
-        return {}  # Nothing to free: each build's centres have names of their own.
+        return {}  # Nothing to free: builds share the centre (named by weight position).
 
 
 class _Window(tf.keras.callbacks.Callback):

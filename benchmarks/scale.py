@@ -289,7 +289,7 @@ def measure(results, log):
             "chief_delay_secs": CHIEF_DELAY_SECS,
         }
         cluster.stop_ps()
-    if not quick:  # In processes that leave the C allocator as it is, as BENCHMARKS.md's do.
+    if not quick:  # Processes that leave the C allocator as it is (BENCHMARKS.md section 6).
         with ScaleCluster(1, 1, 1, logs / "untuned", reason is None, malloc=False) as cluster:
             cluster.start_ps()
             untuned = exchange_alone(cluster, MODEL, 1, None, f"u{os.getpid()}")
