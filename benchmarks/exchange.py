@@ -67,6 +67,16 @@ def memcpy_gb_per_sec(num_bytes, repeats=50):
     return num_bytes / statistics.median(seconds) / 1e9
 
 
+def floor_ms_per_mb(results):
+    """The CPU (worker + ps) per MB an exchange moves at its floor: `copy-easgd-1` with
+    reuse_freed_memory, the median; None if not measured."""
+    runs = results.get("exchange", {}).get("runs", {}).get("reuse_freed_memory", {})
+    if "copy-easgd-1" not in runs:
+        return None
+    secs = statistics.median(sum(r["cpu_secs"].values()) for r in runs["copy-easgd-1"])
+    return secs * 1e3 / (2 * results["exchange"]["model_bytes"] / 1e6)
+
+
 def render(results):
     section = results.get("exchange")
     if section is None:
