@@ -275,6 +275,40 @@ def test_a_restarted_parameter_server_gets_the_centre_back_from_the_checkpoint(t
 
 
 @pytest.mark.cluster
+def test_a_worker_whose_keras_named_its_layers_otherwise_still_finds_the_centre():
+    # The chief trains first, alone (it waits 2 s for worker 1 at the end, then goes on);
+    # worker 1 then builds its model after one more (Keras calls its layer dense_N+2, not
+    # the chief's dense_N) and starts from the centre the chief left: lr 0, so its weights
+    # are the centre's, [0.5, 0.5] and 0, not its own 3.0s.
+    cluster, tasks = _cluster(num_ps=1, num_workers=2)
+
+    def unnamed_model(value, learning_rate):
+        constant = keras.initializers.Constant(value)
+        layer = keras.layers.Dense(1, kernel_initializer=constant, bias_initializer="zeros")
+        model = keras.Sequential([keras.Input((2,)), layer])
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate), loss="mse")
+        return model
+
+    x, y = np.ones((2, 2), np.float32), np.zeros((2, 1), np.float32)
+    chief_model = unnamed_model(0.5, 0.0)
+    chief = ElasticAverageCallback(
+        tasks[0], 2, 0.5, server=cluster.servers["worker", 0], timeout_secs=2.0,
+        stop_parameter_servers=False,
+    )  # fmt: skip
+    chief_model.fit(x, y, batch_size=1, verbose=0, callbacks=[chief])
+    unnamed_model(1.0, 0.0)  # Another model first: this process's layer numbers move on.
+    worker_model = unnamed_model(3.0, 0.0)
+    assert worker_model.layers[0].name != chief_model.layers[0].name
+    worker = ElasticAverageCallback(
+        tasks[1], 2, 0.5, server=cluster.servers["worker", 1], timeout_secs=10.0
+    )
+    worker_model.fit(x, y, batch_size=1, verbose=0, callbacks=[worker])
+    assert worker.centre_found == "waited"
+    kernel, bias = worker_model.get_weights()
+    np.testing.assert_allclose([*kernel[:, 0], *bias], [0.5, 0.5, 0.0])
+
+
+@pytest.mark.cluster
 def test_a_worker_without_its_chief_gives_up_after_the_timeout():
     cluster, (_, task) = _cluster(num_ps=1, num_workers=2)
     model = _linear_model(0.0, 0.0, 0.1)
