@@ -218,7 +218,7 @@ def table(outcomes):
 
 def write_report(path, outcomes):
     """Replaces the generated block of `path` with the table, the date and the commit."""
-    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     commits = {}
     for outcome in outcomes:
         commits.setdefault(outcome.commit, []).append(f"{outcome.python}/{outcome.tensorflow}")
