@@ -143,8 +143,8 @@ def run_pair(python, minor, pyenv_root, keep_venv, log_dir):
             capture_output=True,
             text=True,
             timeout=TEST_TIMEOUT_SECS,
-            env={"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2",
-                 "HOME": str(pathlib.Path.home())},
+            env={"PATH": f"{venv / 'bin'}:/usr/bin:/bin:/usr/sbin:/sbin",  # tc, ip: sbin
+                 "TF_CPP_MIN_LOG_LEVEL": "2", "HOME": str(pathlib.Path.home())},
             check=False,
         )  # fmt: skip
         log_dir.mkdir(parents=True, exist_ok=True)
