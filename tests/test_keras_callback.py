@@ -99,18 +99,20 @@ def _cluster(num_ps, num_workers):
     return cluster, tasks
 
 
-def _linear_model(kernel, bias, learning_rate):
+def _linear_model(kernel, bias, learning_rate, named=True):
+    """One Dense unit on 2 inputs, SGD, mse; `named=False` leaves the layer's and the
+    model's names to Keras, which numbers them per process."""
     model = keras.Sequential(
         [
             keras.Input((2,)),
             keras.layers.Dense(
                 1,
-                name="dense",
+                name="dense" if named else None,
                 kernel_initializer=keras.initializers.Constant(kernel),
                 bias_initializer=keras.initializers.Constant(bias),
             ),
         ],
-        name="linear",
+        name="linear" if named else None,
     )
     model.compile(optimizer=keras.optimizers.SGD(learning_rate), loss="mse")
     return model
@@ -281,23 +283,15 @@ def test_a_worker_whose_keras_named_its_layers_otherwise_still_finds_the_centre(
     # the chief's dense_N) and starts from the centre the chief left: lr 0, so its weights
     # are the centre's, [0.5, 0.5] and 0, not its own 3.0s.
     cluster, tasks = _cluster(num_ps=1, num_workers=2)
-
-    def unnamed_model(value, learning_rate):
-        constant = keras.initializers.Constant(value)
-        layer = keras.layers.Dense(1, kernel_initializer=constant, bias_initializer="zeros")
-        model = keras.Sequential([keras.Input((2,)), layer])
-        model.compile(optimizer=keras.optimizers.SGD(learning_rate), loss="mse")
-        return model
-
     x, y = np.ones((2, 2), np.float32), np.zeros((2, 1), np.float32)
-    chief_model = unnamed_model(0.5, 0.0)
+    chief_model = _linear_model(0.5, 0.0, 0.0, named=False)
     chief = ElasticAverageCallback(
         tasks[0], 2, 0.5, server=cluster.servers["worker", 0], timeout_secs=2.0,
         stop_parameter_servers=False,
     )  # fmt: skip
     chief_model.fit(x, y, batch_size=1, verbose=0, callbacks=[chief])
-    unnamed_model(1.0, 0.0)  # Another model first: this process's layer numbers move on.
-    worker_model = unnamed_model(3.0, 0.0)
+    _linear_model(1.0, 1.0, 0.0, named=False)  # Another model first: the numbers move on.
+    worker_model = _linear_model(3.0, 3.0, 0.0, named=False)
     assert worker_model.layers[0].name != chief_model.layers[0].name
     worker = ElasticAverageCallback(
         tasks[1], 2, 0.5, server=cluster.servers["worker", 1], timeout_secs=10.0
