@@ -67,14 +67,20 @@ def memcpy_gb_per_sec(num_bytes, repeats=50):
     return num_bytes / statistics.median(seconds) / 1e9
 
 
+def cpu_ms_per_mb(model_bytes, config, runs):
+    """The median CPU (worker + ps) of `config`'s exchanges per MB they put on the wire:
+    the model both ways, each at 16 bits with a `-bf16` wire."""
+    wire_mb = model_bytes * (1 if config.endswith("-bf16") else 2) / 1e6
+    return statistics.median(sum(r["cpu_secs"].values()) for r in runs) * 1e3 / wire_mb
+
+
 def floor_ms_per_mb(results):
-    """The CPU (worker + ps) per MB an exchange moves at its floor: `copy-easgd-1` with
-    reuse_freed_memory, the median; None if not measured."""
+    """`cpu_ms_per_mb` at the exchange's floor (`copy-easgd-1` with reuse_freed_memory), or
+    None if not measured."""
     runs = results.get("exchange", {}).get("runs", {}).get("reuse_freed_memory", {})
     if "copy-easgd-1" not in runs:
         return None
-    secs = statistics.median(sum(r["cpu_secs"].values()) for r in runs["copy-easgd-1"])
-    return secs * 1e3 / (2 * results["exchange"]["model_bytes"] / 1e6)
+    return cpu_ms_per_mb(results["exchange"]["model_bytes"], "copy-easgd-1", runs["copy-easgd-1"])
 
 
 def render(results):
@@ -88,8 +94,7 @@ def render(results):
             def med(get, runs=runs):
                 return statistics.median(get(run) for run in runs)
 
-            wire_mb = section["model_bytes"] * (1 if config.endswith("-bf16") else 2) / 1e6
-            cpu_per_mb = med(lambda r: sum(r["cpu_secs"].values())) * 1e3 / wire_mb
+            cpu_per_mb = cpu_ms_per_mb(section["model_bytes"], config, runs)
             wall = med(lambda r: r["wall_secs"]) * 1e3
             worker, ps = (med(lambda r, t=t: r["cpu_secs"][t]) * 1e3 for t in TASKS)
             faults = med(lambda r: sum(r["page_faults"].values()))
