@@ -90,6 +90,11 @@ class Outcome:
     commit: str = ""  # What was tested, as `revision_text` says it.
 
     @property
+    def pair(self):
+        """(Python, TensorFlow minor release), as `all_pairs` names it: ("3.11", "2.15")."""
+        return self.python, self.tensorflow.rsplit(".", 1)[0]
+
+    @property
     def ok(self):
         return not self.problem and not self.failed and not self.errors and self.passed > 0
 
@@ -190,7 +195,7 @@ def _last_line(text):
 def table(outcomes):
     """The Markdown table: a row per Python, a column per TensorFlow minor release."""
     minors = list(TENSORFLOW)
-    by_pair = {(o.python, o.tensorflow.rsplit(".", 1)[0]): o for o in outcomes}
+    by_pair = {o.pair: o for o in outcomes}
     header = "| Python | " + " | ".join(f"TF {m}" for m in minors) + " |"
     lines = [header, "|---|" + "---|" * len(minors)]
     for python, with_wheels in PYTHONS.items():
@@ -255,11 +260,9 @@ def main(argv):
     record = pathlib.Path(FLAGS.record)
     outcomes = []
     if FLAGS.merge and record.exists():
-        earlier = {}
-        for line in record.read_text().splitlines():
-            outcome = Outcome(**json.loads(line))
-            earlier[(outcome.python, outcome.tensorflow.rsplit(".", 1)[0])] = outcome
-        outcomes = [outcome for pair, outcome in earlier.items() if pair not in pairs]
+        earlier = [Outcome(**json.loads(line)) for line in record.read_text().splitlines()]
+        latest = {outcome.pair: outcome for outcome in earlier}  # The last line of a pair.
+        outcomes = [outcome for pair, outcome in latest.items() if pair not in pairs]
     for python, minor in pairs:
         outcome = run_pair(
             python, minor, FLAGS.pyenv_root, FLAGS.keep_venvs, pathlib.Path(FLAGS.pytest_logs)
