@@ -346,12 +346,15 @@ def test_a_worker_cut_off_for_a_while_says_so_and_goes_on_when_its_link_is_back(
     if rejoined:
         [rejoining] = rejoined
         # The link was seen back within a poll and a probe (< 1.5 s) of the plug; the
-        # restarted process started from its count in the ledger: at most the stalled
-        # step, a multiple of PERIOD (counts are written at exchanges).
+        # restarted process started from its count in the ledger, a multiple of PERIOD
+        # (counts are written at exchanges). The stalled step is named by the steps taken
+        # before it, and what stalled may be its last call, the ledger's write: reached
+        # the ps, its answer lost in the cut (seen in CI: stalled at 99, restarted at 100).
+        # So at most the stalled step + 1.
         assert rejoining["time"] - restored >= stall.REJOIN_AFTER_SECS
         assert rejoining["time"] - restored < stall.REJOIN_AFTER_SECS + 5
         [restart] = [e for e in of("started", "worker 1") if e["time"] > rejoining["time"]][:1]
-        assert restart["step"] <= rejoining["step"] and restart["step"] % PERIOD == 0
+        assert restart["step"] <= rejoining["step"] + 1 and restart["step"] % PERIOD == 0
     else:
         # (A stalled step that reports progress, every LOG_EVERY_STEPS, prints that report
         # before its "resumed".)
