@@ -91,7 +91,7 @@ demo: $(STAMP)
 # bytes-on-the-wire section needs root and `ip netns` (a private network namespace), the
 # shaped network also `tc`; without them they are skipped with a message. The side by side with the original contrib needs
 # .venv-tf115 (`make test-contrib` builds it); without it, it is skipped with a message.
-# `make bench` (63 min at 566f76c) rewrites BENCHMARKS.md and benchmarks/results/;
+# `make bench` (52 min at 28a3faf) rewrites BENCHMARKS.md and benchmarks/results/;
 # `make bench-quick` is a smoke run under 5 min writing to a temp folder; `make bench-contrib`
 # (~5 min) measures the side by side with contrib alone and merges it into
 # benchmarks/results/results.json and BENCHMARKS.md, keeping the other sections' figures.
