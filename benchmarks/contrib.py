@@ -18,12 +18,12 @@ from benchmarks import protocol
 from benchmarks.harness import BenchCluster, interleaved, timed_window
 from benchmarks.report import (
     ROOT,
-    command_text,
     num,
+    own_run,
     per_round,
     per_round_ratio,
-    revision_text,
     table,
+    where_measured,
 )
 
 #: (side, configuration) in a round's order; "contrib": TF 1.15, "package": this one.
@@ -34,9 +34,7 @@ LOSS_RTOL = 1e-4  # The two builds' losses on the same values may differ in thei
 
 def measure(results, python, workers, quick, netns, logs, log):
     """{"run": its own provenance, then "skipped" or "runs", "fingerprints", "versions"...}."""
-    started, run = time.time(), {key: results[key] for key in ("command", "revision", "quick")}
-    run.update(date=time.strftime("%Y-%m-%d %H:%M %Z"), load_before=os.getloadavg())
-    section = {"run": run}
+    started, section = time.time(), {"run": own_run(results)}
     python = pathlib.Path(python or ROOT / ".venv-tf115" / "bin" / "python")
     if not (python.is_file() and os.access(python, os.X_OK)):
         section["skipped"] = "no Python of TensorFlow 1.15 (`make test-contrib` builds .venv-tf115)"
@@ -77,7 +75,7 @@ def measure(results, python, workers, quick, netns, logs, log):
     section.update(runs=runs, fingerprints=prints, idle_cpu_per_sec=idle_cpu / window_secs,
                    model=spec.name, versions={"contrib": versions, "package": ours},
                    rounds=rounds, seconds=seconds, warm_secs=warm_secs)  # fmt: skip
-    run.update(load_after=os.getloadavg(), duration_secs=time.time() - started)
+    section["run"].update(load_after=os.getloadavg(), duration_secs=time.time() - started)
     return section
 
 
@@ -120,10 +118,7 @@ def render(results):
             rows.append(f"{versions[side]['tensorflow']} ({side}) | {config} | {median:.1f} | "
                         f"{ratio} | {(1 / median - 1 / base) * 1e3:+.1f}")  # fmt: skip
     header = "-TensorFlow | -configuration | steps/s | x local (per round) | ms a step over local"
-    where = "in this run"
-    if (run["command"], run["date"]) != (results["command"], results["date"]):
-        revision = revision_text(run["revision"])
-        where = f"in a run of its own (`{command_text(run['command'])}`, {run['date']}, {revision})"
+    where = where_measured(run, results)
     text = f"{section['model']}, each side against its own `local`, {where}; same variables, "
     text += "batch and loss on both sides, checked before every window."
     ratios = ratio_of_ratios(section)

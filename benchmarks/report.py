@@ -66,6 +66,22 @@ def command_text(command):
     return shlex.join(w for w in shlex.split(command) if not w.partition("=")[2].startswith("/"))
 
 
+def own_run(results):
+    """The provenance a section keeps of the run that measured it: command, revision, date,
+    load (`--merge` may later put it beside others' results)."""
+    run = {key: results[key] for key in ("command", "revision", "quick")}
+    run.update(date=time.strftime("%Y-%m-%d %H:%M %Z"), load_before=os.getloadavg())
+    return run
+
+
+def where_measured(run, results):
+    """ "in this run", or the run of its own (`own_run`) that measured a merged section."""
+    if (run["command"], run["date"]) == (results["command"], results["date"]):
+        return "in this run"
+    revision = revision_text(run["revision"])
+    return f"in a run of its own (`{command_text(run['command'])}`, {run['date']}, {revision})"
+
+
 def header(results, make_target):
     """The Markdown line naming the commit measured, the command, date, machine and load."""
     machine, load = results["machine"], results.get("load_after")

@@ -3,6 +3,7 @@
     python -m benchmarks.run                 # make bench: every section (~45 minutes)
     python -m benchmarks.run --quick         # make bench-quick: every section, under 5 minutes
     python -m benchmarks.run --sections=contrib --merge   # make bench-contrib
+    python -m benchmarks.run --sections=pinned --merge    # the pinned run alone
     python -m benchmarks.run --rerender      # BENCHMARKS.md from OUT/results.json
 
 Sections: loopback.py (throughput, bytes, accuracy, overhead), keras_fit.py, exchange.py,
@@ -26,8 +27,10 @@ flags.register_validator("sections", lambda names: set(names) <= set(SECTIONS),
                          f"Sections are {', '.join(SECTIONS)}.")  # fmt: skip
 flags.DEFINE_string("contrib_python", None, "Python of TensorFlow 1.15 with tf.contrib "
                     "(default: .venv-tf115/bin/python of the checkout).")  # fmt: skip
-flags.DEFINE_bool("merge", False, "With --sections=contrib: keep the other sections of "
-                  "OUT/results.json and re-render the report with them.")  # fmt: skip
+#: The sections `--merge` may measure alone, each naming its own run in the report.
+MERGEABLE = ("contrib", "pinned")
+flags.DEFINE_bool("merge", False, f"With --sections of {', '.join(MERGEABLE)}: keep the other "
+                  "sections of OUT/results.json and re-render the report with them.")  # fmt: skip
 FLAGS = flags.FLAGS
 
 
@@ -89,10 +92,10 @@ def write(results, out, report_path):
 
 def main(argv):
     del argv  # Unused: the results record the whole command line.
-    if FLAGS.merge and set(FLAGS.sections) != {"contrib"}:
-        raise app.UsageError("--merge takes --sections=contrib only")
-    update = ("contrib",) if FLAGS.merge else None
-    log_name = "run-contrib.log" if FLAGS.merge else "run.log"
+    if FLAGS.merge and not set(FLAGS.sections) <= set(MERGEABLE):
+        raise app.UsageError(f"--merge takes --sections of {', '.join(MERGEABLE)} only")
+    update = tuple(FLAGS.sections) if FLAGS.merge else None
+    log_name = f"run-{'-'.join(FLAGS.sections)}.log" if FLAGS.merge else "run.log"
     report.drive("benchmarks.run", "results", "BENCHMARKS.md", measure, write, log_name, update)
 
 
