@@ -52,7 +52,7 @@ def measure(results, log):
         results["contrib"] = contrib.measure(results, python, WORKERS, quick, netns, logs, log)
     if "exchange" in sections:
         results["exchange"] = exchange.measure(quick, netns, logs, log)
-    results.update(shaped.measure(sections, protocol.COMM_MLP.name, WORKERS, quick, logs, log))
+    results.update(shaped.measure(results, sections, protocol.COMM_MLP.name, WORKERS, logs, log))
 
 
 def render(results, plots):

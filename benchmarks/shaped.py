@@ -55,10 +55,11 @@ PREDICTED_RATES, PREDICTED_PS, PREDICTED_WORKERS = (10e9, 25e9), (1, 4), (8, 64,
 PREDICTED_CONFIGS = ("async", "sync", "easgd-10", "easgd-64", "easgd-10-overlap")
 
 
-def measure(sections, model, workers, quick, logs, log):
+def measure(run, sections, model, workers, logs, log):
     """{"shaped": {"workers", "model", "rates": {rate: {"throughput", "accuracy"}}},
-    "pinned": {"throughput", "cpus", "model"}} of those in `sections` ({"skipped": why})."""
-    reason, results = network.unavailable_reason(rate="1gbit"), {}
+    "pinned": {"throughput", "cpus", "model", "run"}} of those in `sections` ({"skipped":
+    why}); `run`: the results of the run so far (its command, revision, quick)."""
+    reason, results, quick = network.unavailable_reason(rate="1gbit"), {}, run["quick"]
     if reason is not None:
         log(f"shaped network: SKIPPED, {reason}")
         return {section: {"skipped": reason} for section in sections & {"shaped", "pinned"}}
@@ -75,13 +76,13 @@ def measure(sections, model, workers, quick, logs, log):
         results["shaped"]["rates"][rate] = measured
     if "pinned" in sections:
         configs = PINNED_CONFIGS[:3] if quick else PINNED_CONFIGS
-        window, run = WINDOWS["1gbit"][1:], report.own_run(results)
+        window, provenance = WINDOWS["1gbit"][1:], report.own_run(run)
         with BenchCluster(1, logs / "pinned", rate="1gbit", cpus=PINNED_CPUS) as cluster:
             log(f"pinned: 1 ps + 1 worker at 1gbit, cpus {PINNED_CPUS}")
             rounds = 1 if quick else PINNED_ROUNDS
             measured = throughput(cluster, model, configs, rounds, *window, log)
         results["pinned"] = {"cpus": PINNED_CPUS, "model": model, "throughput": measured,
-                             "run": run}  # fmt: skip
+                             "run": provenance}  # fmt: skip
     return results
 
 
