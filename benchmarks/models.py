@@ -19,6 +19,10 @@ import tensorflow as tf
 from benchmarks.protocol import digest, reply, serve_commands
 
 OPERATION_TIMEOUT_MS = 60000  # A blocked session.run fails instead of hanging.
+#: TensorFlow's gRPC runtime may abort a step with "The same RunGraph (Worker) request was
+#: received twice" (a retried call; it ended a pinned run at 4 min here): a step that
+#: aborts so is run again, up to this many times.
+ABORT_RETRIES = 3
 v1 = tf.compat.v1
 
 
@@ -81,6 +85,19 @@ class Built:
     exchange_op: tf.Tensor = None
 
 
+def run_step(session, train_op, timeout_ms):
+    """Runs `train_op` once within `timeout_ms`, again if TensorFlow aborts it as a RunGraph
+    request received twice (`ABORT_RETRIES`)."""
+    options = v1.RunOptions(timeout_in_ms=timeout_ms)
+    for attempt in range(ABORT_RETRIES + 1):
+        try:
+            return session.run(train_op, options=options)
+        except tf.errors.AbortedError as error:
+            if attempt == ABORT_RETRIES or "received twice" not in error.message:
+                raise
+    return None
+
+
 class SessionWorker:
     """A worker task: its server, and a session of the `Built` graph being measured."""
 
@@ -111,8 +128,7 @@ class SessionWorker:
 
     def _step(self, end=None):
         """One local step; True (a subclass may give up after a window's `end`)."""
-        options = v1.RunOptions(timeout_in_ms=OPERATION_TIMEOUT_MS)
-        self.session.run(self.built.train_op, options=options)
+        run_step(self.session, self.built.train_op, OPERATION_TIMEOUT_MS)
         return True
 
     def run(self, start_at, seconds):

@@ -59,8 +59,7 @@ class Worker(models.SessionWorker):
         if end is not None and self.built.sync_optimizer is not None:
             timeout_ms = int(max(0.0, end - time.time()) * 1000) + SYNC_TAIL_TIMEOUT_MS
         try:
-            options = tf.compat.v1.RunOptions(timeout_in_ms=timeout_ms)
-            self.session.run(self.built.train_op, options=options)
+            models.run_step(self.session, self.built.train_op, timeout_ms)
         except tf.errors.DeadlineExceededError:
             if end is None or time.time() < end:
                 raise
