@@ -32,7 +32,7 @@ def measure(workers, quick, netns, logs, log):
         for config, team in ACCURACY_CONFIGS:
             folder = logs / f"keras-{config}-{repeat}"
             with BenchCluster(workers, folder, "tf2", netns, module=module) as cluster:
-                seconds = 10.0 if quick else 12.0  # 97 % within 3 s in every run here.
+                seconds = 6.0 if quick else 12.0  # 97 % within 3.5 s in every run here.
                 run = time_to_accuracy(cluster, ((config, team),), 1, seconds, 0.5, log, START_SECS)
             accuracy[config] += run[config]
     return {"model": model, "throughput": measured, "accuracy": accuracy}

@@ -37,7 +37,7 @@ ACCURACY = {
     "100mbit": ((("easgd-64-alpha0.45-overlap", None), ("easgd-64-alpha0.45-overlap-bf16", None)),
                 3, 45.0),
 }  # fmt: skip
-QUICK_ACCURACY = {"1gbit": ((("async", None), (EASGD_TRAIN, None)), 1, 15.0)}
+QUICK_ACCURACY = {"1gbit": ((("async", None), (EASGD_TRAIN, None)), 1, 10.0)}
 #: At 1 Gbit/s an exchange of mlp-2.9M (23 MB both ways) takes longer than 10 steps: tau 64's
 #: steps cover it, which the pinned target asks of overlap (beside it without overlap).
 PINNED_CONFIGS = ("local", "easgd-10", "easgd-10-overlap", "easgd-10-overlap-bf16", "easgd-64",
