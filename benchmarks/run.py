@@ -1,6 +1,6 @@
 """Runs the benchmark suite; writes OUT/results.json, run.log, the plots and BENCHMARKS.md.
 
-    python -m benchmarks.run                 # make bench: every section (~45 minutes)
+    python -m benchmarks.run                 # make bench: every section (~52 minutes)
     python -m benchmarks.run --quick         # make bench-quick: every section, under 5 minutes
     python -m benchmarks.run --sections=contrib --merge   # make bench-contrib
     python -m benchmarks.run --sections=pinned --merge    # the pinned run alone
