@@ -67,17 +67,27 @@ def memcpy_gb_per_sec(num_bytes, repeats=50):
     return num_bytes / statistics.median(seconds) / 1e9
 
 
+def median_cpu_ms(runs):
+    """The median CPU (worker + ps) of an exchange in `runs`, ms."""
+    return statistics.median(sum(r["cpu_secs"].values()) for r in runs) * 1e3
+
+
 def cpu_ms_per_mb(model_bytes, config, runs):
     """The median CPU (worker + ps) of `config`'s exchanges per MB they put on the wire:
     the model both ways, each at 16 bits with a `-bf16` wire."""
     wire_mb = model_bytes * (1 if config.endswith("-bf16") else 2) / 1e6
-    return statistics.median(sum(r["cpu_secs"].values()) for r in runs) * 1e3 / wire_mb
+    return median_cpu_ms(runs) / wire_mb
+
+
+def _tuned_runs(results):
+    """{config: runs} of the exchange section with reuse_freed_memory; {} if not measured."""
+    return results.get("exchange", {}).get("runs", {}).get("reuse_freed_memory", {})
 
 
 def floor_ms_per_mb(results):
     """`cpu_ms_per_mb` at the exchange's floor (`copy-easgd-1` with reuse_freed_memory), or
     None if not measured."""
-    runs = results.get("exchange", {}).get("runs", {}).get("reuse_freed_memory", {})
+    runs = _tuned_runs(results)
     if "copy-easgd-1" not in runs:
         return None
     return cpu_ms_per_mb(results["exchange"]["model_bytes"], "copy-easgd-1", runs["copy-easgd-1"])
@@ -86,12 +96,10 @@ def floor_ms_per_mb(results):
 def arithmetic_ms(results):
     """The CPU (worker + ps) EASGD's arithmetic adds to an exchange, ms: the median of
     `easgd-1` less that of `copy-easgd-1`, with reuse_freed_memory; None if not measured."""
-    runs = results.get("exchange", {}).get("runs", {}).get("reuse_freed_memory", {})
+    runs = _tuned_runs(results)
     if not {"easgd-1", "copy-easgd-1"} <= set(runs):
         return None
-    easgd, copy = (statistics.median(sum(r["cpu_secs"].values()) for r in runs[c])
-                   for c in ("easgd-1", "copy-easgd-1"))  # fmt: skip
-    return (easgd - copy) * 1e3
+    return median_cpu_ms(runs["easgd-1"]) - median_cpu_ms(runs["copy-easgd-1"])
 
 
 def render(results):
