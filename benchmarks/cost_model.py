@@ -1,10 +1,11 @@
 """A cost model of a ps/worker cluster: exchanges per second, their latency, a local step.
 
 A worker's cycle is tau local steps of compute c, then an exchange of `wire_bytes` each way
-split over the P ps tasks (`Costs`: CPU per call and per byte on each side, the links'
-efficiency; `Cluster`: where the tasks run). The cluster is solved as a closed queueing
-network by approximate mean value analysis (`_mva`); docs/SCALING.md describes the model
-and checks it against the scale harness, BENCHMARKS.md section 6 uses it.
+split over the P ps tasks, called one after the other (`Costs`: CPU per call and per byte
+on each side, the links' efficiency and how crowding slows links and ps cores; `Cluster`:
+where the tasks run). The cluster is solved as a closed queueing network by approximate
+mean value analysis (`_mva`); docs/SCALING.md describes the model and checks it against the
+scale harness, BENCHMARKS.md section 6 uses it.
 """
 
 import dataclasses
@@ -20,7 +21,13 @@ _ITERATIONS = 500
 
 @dataclasses.dataclass(frozen=True)
 class Costs:
-    """What an exchange costs besides its wait; seconds (per call, per byte, per step)."""
+    """What an exchange costs besides its wait; seconds (per call, per byte, per step).
+
+    `link_efficiency` is the share of a link's rate one transfer alone gets. Crowding: each
+    other transfer in flight on the links of the same network host makes a transfer
+    `link_crowding` times slower (1 + k n), and each other exchange a ps core serves at
+    once makes its CPU for one `ps_crowding` times dearer.
+    """
 
     worker_call_secs: float = 0.0
     worker_byte_secs: float = 0.0
@@ -28,6 +35,8 @@ class Costs:
     ps_byte_secs: float = 0.0
     worker_step_secs: float = 0.0
     link_efficiency: float = 1.0
+    link_crowding: float = 0.0
+    ps_crowding: float = 0.0
 
     def worker_secs(self, wire_bytes, ps_tasks):
         """A worker's CPU for one exchange: a call per ps task, and every byte both ways."""
@@ -51,6 +60,8 @@ class Cluster:
         worker_pool_cores: if set, the cores the workers' exchanges (and step overheads)
             share; else each worker has its own.
         shared_cores: if set, every task and the workers' compute share these cores.
+        one_network_host: every ps link is forwarded by one machine (an emulated network):
+            a transfer crowds them all, not only its own ps task's link.
     """
 
     rate_bits: float | None
@@ -60,6 +71,7 @@ class Cluster:
     ps_pool_cores: float | None = None
     worker_pool_cores: float | None = None
     shared_cores: float | None = None
+    one_network_host: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,55 +88,78 @@ class Prediction:
 
 def _stations(cluster, costs, wire_bytes, period, compute_secs):
     """(think time, stations) of one worker's cycle of tau steps and an exchange; a
-    station is (compute there, the exchange's time there, servers, is a link). Only the
-    cores every task shares hold compute; elsewhere it is think time."""
+    station is (compute there, the exchange's time there, servers, crowd): crowd names
+    the stations whose queues slow it, ("ps", i) a ps core, ("link", i) the links of a
+    network host, or None. Only the cores every task shares hold compute; elsewhere it is
+    think time."""
     p, w = cluster.ps_tasks, costs.worker_secs(wire_bytes, cluster.ps_tasks)
     w += period * costs.worker_step_secs
     ps = costs.ps_secs(wire_bytes, p)
     think, stations = period * compute_secs, []
     if cluster.shared_cores:
-        stations.append((think, w + p * ps, cluster.shared_cores, False))
+        stations.append((think, w + p * ps, cluster.shared_cores, None))
         think = 0.0
     else:
         if cluster.worker_pool_cores:
-            stations.append((0.0, w, cluster.worker_pool_cores, False))
+            stations.append((0.0, w, cluster.worker_pool_cores, None))
         else:
             think += w
         if cluster.ps_pool_cores:
-            stations.append((0.0, p * ps, cluster.ps_pool_cores, False))
+            stations.append((0.0, p * ps, cluster.ps_pool_cores, ("ps", 0)))
         else:
-            stations += [(0.0, ps, cluster.ps_cores, False)] * p
+            stations += [(0.0, ps, cluster.ps_cores, ("ps", i)) for i in range(p)]
     if cluster.rate_bits:
         way = wire_bytes / p / (costs.link_efficiency * cluster.rate_bits / 8)
-        stations += [(0.0, way, 1.0, True)] * (2 * p)  # Each ps link, in then out.
+        for i in range(p):  # Each ps link, in then out.
+            host = ("link", 0 if cluster.one_network_host else i)
+            stations += [(0.0, way, 1.0, host)] * 2
     return think, stations
 
 
-def _mva(workers, think, stations):
-    """Cycle time of `workers` customers by approximate mean value analysis (Schweitzer's
-    fixed point: another customer finds (W - 1) / W of a station's mean queue q). A station
-    of m >= 1 cores keeps a customer D (1 + max(0, q' - m + 1) / m), exact when nobody
-    waits and at saturation; less than a core is one slower core (D / m). An exchange's
-    CPU and link times overlap (bytes are copied as they travel); compute overlaps none."""
-    slow = [(c / m, x / m, 1.0, link) if m < 1 else (c, x, m, link) for c, x, m, link in stations]
+def _is_link(where):
+    return where is not None and where[0] == "link"
+
+
+def _crowding(costs, stations, seen):
+    """Each station's slowdown from the others' customers its crowd holds (`seen`)."""
+    rates = {"ps": costs.ps_crowding, "link": costs.link_crowding}
+    held = {}
+    for (_, _, _, crowd), queue in zip(stations, seen, strict=True):
+        held[crowd] = held.get(crowd, 0.0) + queue
+    return [1.0 if crowd is None else 1 + rates[crowd[0]] * held[crowd] for *_, crowd in stations]
+
+
+def _mva(workers, think, stations, costs):
+    """(Cycle time, each station's crowding slowdown) of `workers` customers by approximate
+    mean value analysis (Schweitzer's fixed point: another customer finds (W - 1) / W of a
+    station's mean queue q). A station of m >= 1 cores keeps a customer D (1 + max(0, q' -
+    m + 1) / m), exact when nobody waits and at saturation; less than a core is one slower
+    core (D / m). An exchange's CPU and link times overlap (bytes are copied as they
+    travel); compute overlaps none. Crowding scales D by `_crowding` (then the fixed point
+    is damped: it would swing)."""
+    slow = [(c / m, x / m, 1.0, w) if m < 1 else (c, x, m, w) for c, x, m, w in stations]
     lengths = [workers / len(slow)] * len(slow) if slow else []
     shrink, cycle = (workers - 1) / workers, think + sum(c + x for c, x, _, _ in slow)
+    damp = 0.5 if costs.link_crowding or costs.ps_crowding else 0.0
+    crowd = [1.0] * len(slow)
     for _ in range(_ITERATIONS):
-        stretch = [
-            1 + max(0.0, q * shrink - m + 1) / m
-            for (_, _, m, _), q in zip(slow, lengths, strict=True)
-        ]
-        compute = sum(c * f for (c, _, _, _), f in zip(slow, stretch, strict=True))
-        cpu = sum(x * f for (_, x, _, link), f in zip(slow, stretch, strict=True) if not link)
-        wire = sum(x * f for (_, x, _, link), f in zip(slow, stretch, strict=True) if link)
-        previous, cycle = cycle, think + compute + max(cpu, wire)
-        lengths = [
-            workers * (c + x) * f / cycle for (c, x, _, _), f in zip(slow, stretch, strict=True)
-        ]
+        seen = [q * shrink for q in lengths]
+        crowd = _crowding(costs, slow, seen)
+        stretch = [1 + max(0.0, q - m + 1) / m for (_, _, m, _), q in zip(slow, seen, strict=True)]
+        times = [(c * f, x * g * f, _is_link(where))
+                 for (c, x, _, where), f, g in zip(slow, stretch, crowd, strict=True)]  # fmt: skip
+        compute = sum(c for c, _, _ in times)
+        cpu = sum(x for _, x, link in times if not link)
+        wire = sum(x for _, x, link in times if link)
+        previous = cycle
+        cycle = damp * cycle + (1 - damp) * (think + compute + max(cpu, wire))
+        lengths = [workers * (c + x) / cycle for c, x, _ in times]
         if abs(cycle - previous) <= 1e-9 * cycle:
             break
-    busiest = max(((c + x) / m for c, x, m, _ in slow), default=0.0)  # None busier than 1.
-    return max(cycle, busiest * workers)
+    # None busier than 1.
+    busiest = max(((c + x * g) / m for (c, x, m, _), g in zip(slow, crowd, strict=True)),
+                  default=0.0)  # fmt: skip
+    return max(cycle, busiest * workers), crowd
 
 
 def predict(cluster, costs, wire_bytes, period, compute_secs, overlap=False):
@@ -136,11 +171,13 @@ def predict(cluster, costs, wire_bytes, period, compute_secs, overlap=False):
     if overlap:
         own = period * compute_secs + costs.worker_secs(wire_bytes, cluster.ps_tasks)
         busiest = max(((c + x) / m for c, x, m, _ in stations), default=0.0)
-        cycle = max(own, busiest * workers)
+        cycle, crowd = max(own, busiest * workers), [1.0] * len(stations)
     else:
-        cycle = _mva(workers, think, stations)
+        cycle, crowd = _mva(workers, think, stations, costs)
+    ps_crowd = [g for (*_, w), g in zip(stations, crowd, strict=True) if w and w[0] == "ps"]
     rate = workers / cycle
     ps_busy = rate * cluster.ps_tasks * costs.ps_secs(wire_bytes, cluster.ps_tasks)
+    ps_busy *= sum(ps_crowd) / len(ps_crowd) if ps_crowd else 1.0
     link = 0.0
     if cluster.rate_bits:
         link = rate * wire_bytes / cluster.ps_tasks / (cluster.rate_bits / 8)
@@ -217,13 +254,20 @@ def ps_tasks_needed(workers, wire_bytes, period, compute_secs, costs, rate_bits,
                     busy=0.8):  # fmt: skip
     """The fewest ps tasks (machines of `ps_cores` cores, links of `rate_bits`) that serve
     `workers` exchanging every `period` steps of `compute_secs` with every ps resource at
-    most `busy` of the time: P >= W f B / (busy e R / 8) for the links, and
-    P >= W f (P a + 2 B k) / (busy n) for the CPU, f = 1 / (tau c) exchanges/s a worker
-    offers (docs/SCALING.md, "The rule"). None if no P does (the calls alone saturate)."""
+    most `busy` of the time: P >= W f B / (busy e' R / 8) for the links, and
+    P >= W f (P a' + 2 B k') / (busy n) for the CPU, f = 1 / (tau c) exchanges/s a worker
+    offers (docs/SCALING.md, "The rule"). Crowding is taken at that load: a resource busy
+    u of the time holds u / (1 - u) customers on average (one server, random arrivals), so
+    e' = e / (1 + 2 u / (1 - u) link_crowding) (both ways of the link), and a' and k' are
+    a and k times 1 + u / (1 - u) ps_crowding. None if no P does (the calls alone
+    saturate)."""
+    queue = busy / (1 - busy)
+    efficiency = costs.link_efficiency / (1 + 2 * queue * costs.link_crowding)
+    dearer = 1 + queue * costs.ps_crowding
     offered = workers / (period * compute_secs)
-    link = offered * wire_bytes / (busy * costs.link_efficiency * rate_bits / 8)
-    spare = busy * ps_cores - offered * costs.ps_call_secs
+    link = offered * wire_bytes / (busy * efficiency * rate_bits / 8)
+    spare = busy * ps_cores - offered * costs.ps_call_secs * dearer
     if spare <= 0:
         return None
-    cpu = offered * 2 * wire_bytes * costs.ps_byte_secs / spare
+    cpu = offered * 2 * wire_bytes * costs.ps_byte_secs * dearer / spare
     return max(1, math.ceil(max(link, cpu) - 1e-9))

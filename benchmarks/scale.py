@@ -151,12 +151,24 @@ def measure_ps_count(cluster, plan, quick, ps_tasks, wire, compute_secs, rough, 
             skipped.append({"workers": workers, "period": period, "rate": rate})
             continue
         measured = window(cluster, workers, period, compute_secs, times[1], index, times[0])
-        windows.append({**measured, "rate": rate})
+        windows.append({**measured, "rate": rate, "warm": times[0]})
         log("    " + scale_report.window_line(windows[-1]))
+    repeats = []
+    if (ps_tasks, wire) == (max(plan["ps"]), None):  # How much a window varies.
+        for first, m in enumerate(windows):
+            most = sorted({w["workers"] for w in windows if w["rate"] == m["rate"]})[-2:]
+            if m["period"] == plan["periods"][0] and m["workers"] in most:
+                if cluster.network is not None:
+                    cluster.set_ps_rate(m["rate"])
+                again = window(cluster, m["workers"], m["period"], compute_secs, m["seconds"],
+                               len(combos) + first, m["warm"])  # fmt: skip
+                repeats.append({**again, "rate": m["rate"], "repeat_of": first})
+                log("    again: " + scale_report.window_line(repeats[-1]))
     if cluster.network is not None:
         cluster.set_ps_rate(None)
     result = {"ps": ps_tasks, "wire": wire, "memory": memory,
               "memory_after_windows": cluster.ps_memory(ps_tasks), "windows": windows,
+              "repeats": repeats,
               "skipped": skipped, "hosts_rss": [rss_bytes(h.pid) for h in cluster.hosts],
               "fds": {"ps": [open_fds(cluster.ps[i].pid) for i in range(ps_tasks)],
                       "hosts": [open_fds(h.pid) for h in cluster.hosts]}}  # fmt: skip

@@ -138,6 +138,70 @@ def test_the_ps_tasks_the_rule_asks_for():
     assert cost_model.ps_tasks_needed(64, 10e6, 10, 0.1, busy_calls, 10 * GBIT, 1) is None
 
 
+def test_a_lone_worker_is_not_crowded():
+    # Crowding counts the other transfers and exchanges: one worker meets none, and its
+    # cycle is the 113 ms of the first test, whatever the rates.
+    crowded = Costs(worker_byte_secs=1e-9, ps_call_secs=5 * MS, link_crowding=0.5,
+                    ps_crowding=0.5)  # fmt: skip
+    predicted = cost_model.predict(Cluster(None, workers=1), crowded, 4e6, 10, 10 * MS)
+    assert predicted.exchanges_per_sec == pytest.approx(1 / 0.113)
+
+
+def test_two_transfers_in_flight_crowd_each_other():
+    # 12.5 MB each way at 1 Gbit/s (125 MB/s): D = 100 ms in, 100 ms out; no compute, no
+    # CPU. Two workers share the link's two stations, one each on average (q = 1), and an
+    # arriving transfer finds half of the other's: q' = 0.5 at each, 1 in flight on the
+    # link's host. Without crowding it stays D (1 + 0.5) = 150 ms at each: a 300 ms cycle,
+    # 2 / 0.3 = 6.67 exchanges/s. With 20 % a transfer in flight it takes D (1 + 0.2 x 1) =
+    # 120 ms, 180 at each: 360 ms, 5.56 exchanges/s.
+    two = Cluster(1 * GBIT, workers=2)
+    plain = cost_model.predict(two, Costs(), 12.5e6, 1, 0.0)
+    assert plain.exchanges_per_sec == pytest.approx(2 / 0.3)
+    crowded = cost_model.predict(two, Costs(link_crowding=0.2), 12.5e6, 1, 0.0)
+    assert crowded.exchanges_per_sec == pytest.approx(2 / 0.36)
+
+
+def test_links_of_one_network_host_crowd_each_other():
+    # 2 ps tasks: 6.25 MB per link each way, D = 50 ms at each of 4 link stations; two
+    # workers hold 0.5 at each (q' = 0.25). On their own machines a ps link counts its own
+    # two stations' 0.5 in flight: D (1 + 0.2 x 0.5) = 55 ms, x 1.25 at each of 4: 275 ms,
+    # 2 / 0.275 = 7.27 exchanges/s. Forwarded by one machine (the scale harness), all 4
+    # count, 1 in flight: 60 ms, 300 ms a cycle, 6.67 exchanges/s.
+    costs = Costs(link_crowding=0.2)
+    apart = Cluster(1 * GBIT, workers=2, ps_tasks=2)
+    assert cost_model.predict(apart, costs, 12.5e6, 1, 0.0).exchanges_per_sec == (
+        pytest.approx(2 / 0.275)
+    )
+    together = Cluster(1 * GBIT, workers=2, ps_tasks=2, one_network_host=True)
+    assert cost_model.predict(together, costs, 12.5e6, 1, 0.0).exchanges_per_sec == (
+        pytest.approx(2 / 0.3)
+    )
+
+
+def test_a_crowded_ps_core_serves_fewer_exchanges():
+    # 5 ms of a 1-core ps per exchange, two workers with nothing else to do: both are at
+    # the ps (q = 2, q' = 1), so an exchange costs 5 x (1 + 0.1 x 1) = 5.5 ms and the core
+    # serves 1 / 5.5 ms = 182 exchanges/s (200 uncrowded), busy all the time.
+    costs = Costs(ps_call_secs=5 * MS, ps_crowding=0.1)
+    predicted = cost_model.predict(Cluster(None, workers=2), costs, 4e6, 1, 0.0)
+    assert predicted.exchanges_per_sec == pytest.approx(1 / 0.0055)
+    assert predicted.ps_cores_busy == pytest.approx(1.0)
+
+
+def test_the_rule_takes_crowding_at_its_load():
+    # At 80 % busy a link holds 0.8 / 0.2 = 4 transfers each way on average: with 2.5 % a
+    # transfer, 8 in flight slow one by 1 + 0.2, so e = 0.96 gives 0.8. 64 exchanges/s of
+    # 100 MB at 10 Gbit/s: 6.4 GB/s / (0.8 x 0.8 x 1.25 GB/s) = 8 ps (uncrowded: 6.4 /
+    # (0.8 x 0.96 x 1.25) = 6.67 -> 7). A ps core at 80 % holds 4 exchanges: with 5 % each
+    # its CPU is 1.2 x dearer: 64 x 200 MB x 1 ns x 1.2 = 15.4 core s/s, / (0.8 x 4) = 4.8.
+    costs = Costs(link_efficiency=0.96, link_crowding=0.025)
+    assert cost_model.ps_tasks_needed(64, 100e6, 10, 0.1, costs, 10 * GBIT, 4) == 8
+    assert cost_model.ps_tasks_needed(64, 100e6, 10, 0.1, Costs(link_efficiency=0.96),
+                                      10 * GBIT, 4) == 7  # fmt: skip
+    cpu = Costs(ps_byte_secs=1e-9, ps_crowding=0.05)
+    assert cost_model.ps_tasks_needed(64, 100e6, 10, 0.1, cpu, 100 * GBIT, 4) == 5
+
+
 def test_scaling_limit_is_the_first_worker_count_past_the_slowdown():
     # The ps core of the saturation test serves 200 exchanges/s; a worker alone takes 113
     # ms per 10 steps. With W workers the cycle is at least W / 200 s: a worker slows below
