@@ -49,7 +49,9 @@ setuptools.setup(
         "tensorboard": ["tensorboard>=2.15,<2.22"],
         # tf_contrib_easgd.estimator: tf.estimator exists up to TensorFlow 2.15 only.
         "estimator": ["tensorflow>=2.15,<2.16", "tensorflow-estimator>=2.15,<2.16"],
-        "bench": ["matplotlib>=3.5"],  # benchmarks/: the PNG plots of BENCHMARKS.md.
+        # benchmarks/: the PNG plots of BENCHMARKS.md, the cost model's fit (scipy also comes
+        # with scikit-learn, so the tests of the scale report need no extra).
+        "bench": ["matplotlib>=3.5", "scipy>=1.10"],
         # Migrated TF1 scripts that use tf.compat.v1.layers: on Keras 3 (TF 2.16 and later)
         # they need Keras 2 as the tf-keras package and TF_USE_LEGACY_KERAS=1 (easgd-migrate
         # sets it). Install the tf-keras release matching TensorFlow's (constraints pin it).
