@@ -37,6 +37,11 @@ QUICK = {"workers": (2,), "ps": (1,), "periods": (10,), "wires": (None,),
 WINDOW_EXCHANGES, WINDOW_SECS, QUICK_WINDOW_SECS = 20, (2.0, 6.0), (1.0, 2.0)
 WARM_SECS, MAX_WARM_SECS = 1.0, 4.0
 CONSTANTS_SECS = 3.0  # The constants pass's window of back-to-back exchanges.
+#: Before its windows, a pass runs every worker unmeasured this long (--quick: the second):
+#: the ps heaps grow to what many exchanges in flight hold. Without it the first windows
+#: paid for that memory (ps CPU per exchange up to 2x, the same window run again 1.8-2x
+#: faster at the end of the pass, 418c666).
+SETTLE_SECS = (8.0, 1.0)
 CHIEF_DELAY_SECS = 3.0  # How late the chief starts in `job`.
 JOB_EXCHANGES, LEDGER_SECS, CHECKPOINT_REPEATS = 3, 6.0, 3
 
@@ -143,6 +148,8 @@ def measure_ps_count(cluster, plan, quick, ps_tasks, wire, compute_secs, rough, 
     rates, windows, skipped = plan["bf16_rates"] if wire else plan["rates"], [], []
     combos = [(r, w, p) for r in rates for w in plan["workers"] for p in plan["periods"]]
     cluster.pin()
+    settle = SETTLE_SECS[quick]
+    window(cluster, max(plan["workers"]), plan["periods"][0], compute_secs, settle, 10**6, 1.0)
     for index, (rate, workers, period) in enumerate(combos):
         if cluster.network is not None:
             cluster.set_ps_rate(rate)
