@@ -42,8 +42,11 @@ QUICK_ACCURACY = {"1gbit": ((("async", None), (EASGD_TRAIN, None)), 1, 10.0)}
 #: tau): tau 64's steps cover it, which the pinned target asks of overlap (beside it without
 #: overlap). The lone worker's core computes all the time, so the exchange's own CPU is not
 #: hidden: float32 lost 6-10 % of local's steps to it, the 16-bit wire half of that.
-PINNED_CONFIGS = ("local", "easgd-10-overlap-bf16", "easgd-64", "easgd-64-overlap",
-                  "easgd-64-overlap-bf16")  # fmt: skip
+#: Rounds run the configurations forward and back: the judged pair (local, the first two)
+#: stays side by side, so a machine that slows within a round shifts both (local fell from
+#: 174 to 140 steps/s across one run, and the pair's ratio swung 0.77-0.97 at its ends).
+PINNED_CONFIGS = ("local", "easgd-64-overlap-bf16", "easgd-64-overlap", "easgd-64",
+                  "easgd-10-overlap-bf16")  # fmt: skip
 PINNED_CPUS = {"worker": (0,), "ps": (1,)}
 #: The lone pinned worker's local steps/s varied 142-166 across 8 rounds here (3 rounds once
 #: judged easgd-64-overlap 0.85x local where 8 gave 0.98x per round): 5 rounds.
