@@ -179,6 +179,11 @@ def seconds(value):
     return "not reached" if value is None else f"{value:.1f} s"
 
 
+def ms(value):
+    """Seconds `value` as whole milliseconds, or "-" for None."""
+    return "-" if value is None else f"{value * 1e3:.0f}"
+
+
 def per_round(runs):
     """Steps/s per worker of each round: the mean over the workers."""
     return [statistics.fmean(run["per_worker"]) for run in runs]
