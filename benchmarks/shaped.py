@@ -305,4 +305,5 @@ MODEL = """\
 `benchmarks/cost_model.py` (docs/SCALING.md) with the CPU of an exchange from `make bench-scale`
 at commit {commit} ({worker:.2f} ns a byte on the worker, {ps:.2f} on the ps), link efficiency
 e = {e:.2f} fitted on section 5, c = {compute:.1f} ms of compute, a machine per task (ps of 4
-cores). "Slows at W": the fewest workers at which a worker falls below 0.9 x its speed alone."""
+cores), no crowding (SCALING.md's rule adds it: these are upper bounds past a few workers).
+"Slows at W": the fewest workers at which a worker falls below 0.9 x its speed alone."""
