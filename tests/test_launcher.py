@@ -233,7 +233,7 @@ def test_max_restarts_must_not_be_negative():
 
 
 # A launcher of its own, in a separate process: launcher.py and process.py are loaded by
-# path because they need nothing else of the package (whose __init__ imports TensorFlow).
+# path: they need nothing else of the package.
 DRIVER = f"""
 import importlib.util, sys
 def load(name, path):
@@ -241,6 +241,10 @@ def load(name, path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+# A terminal's Ctrl-C: a command started with & by a non-interactive shell (a CI step, say)
+# inherits SIGINT ignored, and Python then leaves it so.
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 launcher = load("launcher", {LAUNCHER_PY!r})
 process = load("process", {PROCESS_PY!r})
 tasks = [launcher.TaskSpec("worker", i, (sys.executable, "-c", {SERVE!r})) for i in range(2)]
