@@ -116,8 +116,9 @@ def _stations(cluster, costs, wire_bytes, period, compute_secs):
     return think, stations
 
 
-def _is_link(where):
-    return where is not None and where[0] == "link"
+def _kind(where):
+    """The kind of a station's crowd (`_stations`): "ps", "link", or None."""
+    return where and where[0]
 
 
 def _crowding(costs, stations, seen):
@@ -126,7 +127,7 @@ def _crowding(costs, stations, seen):
     held = {}
     for (_, _, _, crowd), queue in zip(stations, seen, strict=True):
         held[crowd] = held.get(crowd, 0.0) + queue
-    return [1.0 if crowd is None else 1 + rates[crowd[0]] * held[crowd] for *_, crowd in stations]
+    return [1 + rates[_kind(crowd)] * held[crowd] if crowd else 1.0 for *_, crowd in stations]
 
 
 def _mva(workers, think, stations, costs):
@@ -146,7 +147,7 @@ def _mva(workers, think, stations, costs):
         seen = [q * shrink for q in lengths]
         crowd = _crowding(costs, slow, seen)
         stretch = [1 + max(0.0, q - m + 1) / m for (_, _, m, _), q in zip(slow, seen, strict=True)]
-        times = [(c * f, x * g * f, _is_link(where))
+        times = [(c * f, x * g * f, _kind(where) == "link")
                  for (c, x, _, where), f, g in zip(slow, stretch, crowd, strict=True)]  # fmt: skip
         compute = sum(c for c, _, _ in times)
         cpu = sum(x for _, x, link in times if not link)
@@ -174,7 +175,7 @@ def predict(cluster, costs, wire_bytes, period, compute_secs, overlap=False):
         cycle, crowd = max(own, busiest * workers), [1.0] * len(stations)
     else:
         cycle, crowd = _mva(workers, think, stations, costs)
-    ps_crowd = [g for (*_, w), g in zip(stations, crowd, strict=True) if w and w[0] == "ps"]
+    ps_crowd = [g for (*_, w), g in zip(stations, crowd, strict=True) if _kind(w) == "ps"]
     rate = workers / cycle
     ps_busy = rate * cluster.ps_tasks * costs.ps_secs(wire_bytes, cluster.ps_tasks)
     ps_busy *= sum(ps_crowd) / len(ps_crowd) if ps_crowd else 1.0

@@ -291,9 +291,9 @@ def _costs_table(by_wire, factors):
     ])  # fmt: skip
 
 
-def block(results, plot_path, csv_path):
-    """The generated Markdown of docs/SCALING.md."""
-    rows, by_wire, compute, factors = comparison(results)
+def block(results, compared, plot_path, csv_path):
+    """The generated Markdown of docs/SCALING.md; `compared` is `comparison(results)`."""
+    rows, by_wire, compute, factors = compared
     params, plan = protocol.MODELS[results["model"]].num_params, results["plan"]
     errors, last = [abs(r["error"]) for r in rows], max(plan["workers"])
     links = "shaped with tc" if results["netns"] else f"not shaped: {results['netns_skip_reason']}"
@@ -363,7 +363,8 @@ def plot(results, rows, by_wire, compute, path):
 def write(results, out, report_path):
     """Writes OUT/scale.png, OUT/scale_windows.csv and the block into `report_path`."""
     out, report_path = pathlib.Path(out), pathlib.Path(report_path)
-    rows, by_wire, compute, _ = comparison(results)
+    compared = comparison(results)  # The costs' fit: seconds, so once.
+    rows, by_wire, compute, _ = compared
     if importlib.util.find_spec("matplotlib") is None:
         print("scale.png not drawn: no matplotlib here (`make bench-scale` installs it)")
     else:
@@ -371,5 +372,5 @@ def write(results, out, report_path):
     write_csv(results, rows, out / "scale_windows.csv")
     plot_path, csv_path = (report.relative(out / name, report_path.parent)
                            for name in ("scale.png", "scale_windows.csv"))  # fmt: skip
-    text = block(results, plot_path, csv_path)
+    text = block(results, compared, plot_path, csv_path)
     report.write_generated_block(report_path, report.ROOT / "docs" / "SCALING.md", BEGIN, END, text)
