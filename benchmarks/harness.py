@@ -146,7 +146,8 @@ class BenchCluster(_Cluster):
     """A ps and `num_workers` worker processes of `module` run by `python`, in the variable
     `world` ("tf1" or "tf2"), on loopback, in a private network namespace (`netns`), or
     each on a host of its own whose link has `rate` ("1gbit"); `cpus`: {"ps" or "worker":
-    cpu ids} to pin them to; `malloc`: with `reuse_freed_memory`'s allocator settings."""
+    cpu ids} to pin them to, and {"links": cpu ids} to do the emulated links' receive work on
+    (`HostNetwork.steer_receives`); `malloc`: with `reuse_freed_memory`'s allocator settings."""
 
     kind = "bench"
 
@@ -160,6 +161,8 @@ class BenchCluster(_Cluster):
         self.environ = freed_memory.environment() if malloc else {}
 
     def _start(self):
+        if self.network is not None and self.cpus.get("links"):
+            self.network.steer_receives(self.cpus["links"])
         for task in self.tasks:
             job = task.rstrip("0123456789")
             cpus = self.cpus.get(job)

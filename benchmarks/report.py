@@ -5,6 +5,7 @@ summaries, Markdown tables and plots.
 
 import importlib.metadata
 import json
+import math
 import os
 import pathlib
 import platform
@@ -200,6 +201,18 @@ def per_round_ratio(by_config, config, reference):
         return None
     pairs = zip(per_round(by_config[config]), per_round(by_config[reference]), strict=True)
     return statistics.median(value / base for value, base in pairs)
+
+
+def median_interval(values, confidence=0.95):
+    """A distribution-free interval of the median of `values`: (x_(k), x_(n+1-k)) of the
+    sorted values for the largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2,
+    which holds the median with at least `confidence`; (min, max) when n is too small for
+    any k (n < 6 at 95 %)."""
+    ordered, n = sorted(values), len(values)
+    tail, k = (1.0 - confidence) / 2, 1
+    while math.fsum(math.comb(n, i) for i in range(k + 1)) / 2**n <= tail:
+        k += 1
+    return ordered[k - 1], ordered[n - k]
 
 
 def link_bytes_per_step(measured):

@@ -2,8 +2,8 @@
 
 Each task runs on a host of its own whose link `tc` limits (`BenchCluster(rate=...)`):
 every configuration's throughput and the bytes on the ps's link, interleaved, at 1 Gbit/s
-and 100 Mbit/s, and time to accuracy; "pinned": one worker on a core of its own and the
-ps on the other, at 1 Gbit/s. Section 6 fits the cost model's link efficiency on them
+and 100 Mbit/s, and time to accuracy; "pinned" (pinned.py): one worker on a core of its
+own, the ps on the other, at 1 Gbit/s. Section 6 fits the cost model's link efficiency on them
 (its CPU costs from `make bench-scale`) and predicts larger clusters.
 """
 
@@ -13,7 +13,7 @@ import statistics
 
 import numpy as np
 
-from benchmarks import cost_model, protocol, report
+from benchmarks import cost_model, pinned, protocol, report
 from benchmarks.harness import BenchCluster, throughput, time_to_accuracy
 from benchmarks.report import median_of, num, per_round_ratio, table
 from tf_contrib_easgd.trainer import network
@@ -38,20 +38,6 @@ ACCURACY = {
                 3, 45.0),
 }  # fmt: skip
 QUICK_ACCURACY = {"1gbit": ((("async", None), (EASGD_TRAIN, None)), 1, 10.0)}
-#: At 1 Gbit/s an exchange of mlp-2.9M (23 MB both ways) takes longer than 10 steps (easgd-train's
-#: tau): tau 64's steps cover it, which the pinned target asks of overlap (beside it without
-#: overlap), judged on easgd-train's 16-bit wire. The lone worker's core computes all the
-#: time, so the exchange's own CPU is not hidden: runs of one day read float32's overlap at
-#: 0.89-0.96 x local and the 16-bit wire's at 0.83-0.97 x (the rounds of a run +-10 %).
-#: Rounds run the configurations forward and back: the judged pair (local, the first two)
-#: stays side by side, so a machine that slows within a round shifts both (local fell from
-#: 174 to 140 steps/s across one run, and the pair's ratio swung 0.77-0.97 at its ends).
-PINNED_CONFIGS = ("local", "easgd-64-overlap-bf16", "easgd-64-overlap", "easgd-64",
-                  "easgd-10-overlap-bf16")  # fmt: skip
-PINNED_CPUS = {"worker": (0,), "ps": (1,)}
-#: The lone pinned worker's local steps/s varied 142-166 across 8 rounds here (3 rounds once
-#: judged easgd-64-overlap 0.85x local where 8 gave 0.98x per round): 5 rounds.
-PINNED_ROUNDS = 5
 #: Per rate: (rounds, seconds of a window, of warm-up before it); --quick: the first only.
 WINDOWS = {"1gbit": (3, 8.0, 3.0), "100mbit": (2, 15.0, 6.0)}
 QUICK_WINDOWS = {"1gbit": (1, 4.0, 2.0)}
@@ -81,14 +67,8 @@ def measure(run, sections, model, workers, logs, log):
         results.setdefault("shaped", {"workers": workers, "model": model, "rates": {}})
         results["shaped"]["rates"][rate] = measured
     if "pinned" in sections:
-        configs = PINNED_CONFIGS[:3] if quick else PINNED_CONFIGS
-        window, provenance = WINDOWS["1gbit"][1:], report.own_run(run)
-        with BenchCluster(1, logs / "pinned", rate="1gbit", cpus=PINNED_CPUS) as cluster:
-            log(f"pinned: 1 ps + 1 worker at 1gbit, cpus {PINNED_CPUS}")
-            rounds = 1 if quick else PINNED_ROUNDS
-            measured = throughput(cluster, model, configs, rounds, *window, log)
-        results["pinned"] = {"cpus": PINNED_CPUS, "model": model, "throughput": measured,
-                             "run": provenance}  # fmt: skip
+        results["pinned"] = pinned.measure(model, logs, quick, log)
+        results["pinned"]["run"] = report.own_run(run)
     return results
 
 
@@ -160,24 +140,11 @@ def render(results, plots):
     out += [SHAPED.format(workers=section["workers"]), "", table(header, rows.values()), ""]
     if "shaped_throughput" in plots:
         out += [f"![steps/s against bandwidth]({plots['shaped_throughput']})", ""]
-    pinned = results.get("pinned")
-    if pinned and "throughput" in pinned:
-        by_config, rows = pinned["throughput"], []
-        for config, runs in by_config.items():
-            shares = [
-                statistics.median(run["cpu_share"][t] for run in runs) for t in ("worker0", "ps0")
-            ]
-            steps, ratio = median_of(by_config, config), per_round_ratio(by_config, config, "local")
-            cells = [num(steps, 2), num(ratio, 2), num(link_megabytes(by_config, config), 2)]
-            rows.append([config, *cells, *(f"{share:.2f}" for share in shares)])
-        header = "-configuration | steps/s | x local | MB on link | worker CPU share | ps CPU share"
-        where = report.where_measured(pinned["run"], results) if "run" in pinned else "in this run"
-        text = "One worker pinned to a core, the ps to the other (cores >= tasks), at 1 Gbit/s, "
-        text += f"{where}. The worker's core computes all the time: overlap hides the transfer, "
-        text += "not the exchange's own CPU on that core:"
-        out += [text, "", table(header, rows), ""]
-    elif pinned:
-        out += [f"Pinned run skipped: {pinned['skipped']}.", ""]
+    measured_pinned = results.get("pinned")
+    if measured_pinned and "throughput" in measured_pinned:
+        out += pinned.render(measured_pinned, results)
+    elif measured_pinned:
+        out += [f"Pinned run skipped: {measured_pinned['skipped']}.", ""]
     accuracy = []
     for rate, measured in rates.items():
         if "accuracy" in measured:
@@ -233,13 +200,7 @@ def targets(results):
             rows.append((target, f"{narrow / wide:.3f} x", narrow / wide <= 0.52))
         rows += _accuracy_targets(measured.get("accuracy", {}), where, rate)
     if "throughput" in results.get("pinned", {}):
-        by_config = results["pinned"]["throughput"]
-        # tau 64 on easgd-train's 16-bit wire; older results judged float32, then tau 10.
-        judged = ("easgd-64-overlap-bf16", "easgd-64-overlap", "easgd-10-overlap")
-        config = next((c for c in judged if c in by_config), judged[-1])
-        ratio = per_round_ratio(by_config, config, "local")
-        target = f"{config} >= 0.95 x local, one worker on a core of its own (1 Gbit/s)"
-        rows.append((target, num(ratio, 2, " x"), None if ratio is None else ratio >= 0.95))
+        rows += pinned.targets(results["pinned"])
     return rows
 
 

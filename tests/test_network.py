@@ -94,3 +94,33 @@ def test_set_rate_shapes_one_host_changes_it_and_lifts_it(needs_namespaces):
         net.set_rate("ha", None)  # Lifting a limit that is not there does nothing.
         with pytest.raises(ValueError, match="rate must look like"):
             net.set_rate("ha", "10 gbit")
+
+
+@pytest.mark.parametrize(("cpus", "mask"), [([0], "1"), ((1,), "2"), ([0, 1], "3"), ([1, 1], "2")])
+def test_cpu_masks_set_one_bit_per_cpu(cpus, mask, monkeypatch):
+    monkeypatch.setattr(network.os, "cpu_count", lambda: 2)
+    assert network.cpu_mask(cpus) == mask
+
+
+@pytest.mark.parametrize("cpus", [[], [2], [-1], ["0"], [True], 1, "01", None])
+def test_a_cpu_the_machine_lacks_is_refused(cpus, monkeypatch):
+    monkeypatch.setattr(network.os, "cpu_count", lambda: 2)
+    with pytest.raises(ValueError, match=r"cpus must be a list of CPU ids in 0\.\.1, got "):
+        network.cpu_mask(cpus)
+
+
+def test_receives_are_steered_on_every_interface_of_the_network(needs_namespaces):
+    with network.HostNetwork({"ha": 1, "hb": 2}, rate="1gbit") as net:
+        net.steer_receives([0])
+        # Each host has lo and eth0; the switch lo, br0 and one port per host.
+        masks = []
+        for namespace in (net.namespace("ha"), net.namespace("hb"), net.switch):
+            shown = subprocess.run(
+                [*["ip", "netns", "exec", namespace], "sh", "-c",
+                 "cat /sys/class/net/*/queues/rx-*/rps_cpus"],
+                capture_output=True, text=True, check=True, timeout=30,
+            ).stdout.split()  # fmt: skip
+            masks.append(shown)
+        assert [len(shown) for shown in masks] == [2, 2, 4]
+        # The kernel pads the mask to its CPU count's width: "1" reads back as "1" or "01".
+        assert {int(mask, 16) for shown in masks for mask in shown} == {1}

@@ -77,6 +77,23 @@ def rate_bits_per_sec(rate):
     return float(rate[: match.start(2)]) * _RATE_UNITS[match.group(2)]
 
 
+def cpu_mask(cpus):
+    """The hexadecimal CPU mask of `cpus`, as `/sys` files such as `rps_cpus` take it.
+
+    Args:
+        cpus: CPU ids, a non-empty list of ints each below `os.cpu_count()`.
+
+    Raises:
+        ValueError: if `cpus` is empty or names a CPU this machine does not have.
+    """
+    ids = list(cpus) if isinstance(cpus, list | tuple | set | range) else None
+    count = os.cpu_count() or 1
+    valid = ids and all(type(cpu) is int and 0 <= cpu < count for cpu in ids)
+    if not valid:
+        raise ValueError(f"cpus must be a list of CPU ids in 0..{count - 1}, got {cpus!r}")
+    return f"{sum(1 << cpu for cpu in set(ids)):x}"
+
+
 class HostNetwork:
     """Hosts (network namespaces) wired to a bridge in a switch namespace of their own.
 
@@ -193,6 +210,29 @@ class HostNetwork:
                       "root"], check=False)  # fmt: skip
             else:
                 self._limit(namespace, device, rate, verb="replace")
+
+    def steer_receives(self, cpus):
+        """Has the kernel do the receive work of every interface of this network on `cpus`.
+
+        A packet crossing a veth pair is received by the kernel on the core that sent it,
+        so a task's core would also run the switch's and its peers' protocol work: what a
+        network card and a switch take off a real machine. Receive packet steering
+        (`rps_cpus` of each interface's receive queues) moves that work to `cpus`; the
+        tasks still copy their own bytes in and out of their sockets. Lasts as long as the
+        network.
+
+        Args:
+            cpus: the CPU ids, a non-empty list of ints each below `os.cpu_count()`.
+
+        Raises:
+            ValueError: if `cpus` is empty or names a CPU this machine does not have.
+            RuntimeError: if an interface's `rps_cpus` cannot be written.
+        """
+        mask = cpu_mask(cpus)
+        # `ip netns exec` mounts the namespace's own /sys: the glob finds its interfaces.
+        script = f"for q in /sys/class/net/*/queues/rx-*/rps_cpus; do echo {mask} > $q; done"
+        for namespace in self.made:
+            _run(["ip", "netns", "exec", namespace, "sh", "-c", script], check=True)
 
     def unplug(self, host):
         """Takes the switch port of `host` down: its packets go nowhere, silently."""

@@ -1,0 +1,117 @@
+"""The pinned run of section 5: one EASGD worker on a core of its own, against local SGD.
+
+The worker under test and a local-SGD worker are two processes pinned to one core; the ps
+and the emulated links' receive work are on the other (cores >= tasks for the one that
+runs). Each configuration is built once and measured in pairs of short windows, one for
+each process in turn (the other waits on its pipe), so that a pair's two windows lie
+seconds apart: this machine's speed wanders by +-10 % over minutes, and within a pair it
+mostly cancels. A configuration's ratio is the median of its pairs' ratios, given with a
+95 % interval of that median (`report.median_interval`).
+"""
+
+import statistics
+
+from benchmarks import report
+from benchmarks.harness import BenchCluster, window_with_bytes
+from benchmarks.report import num, table
+
+REFERENCE = "local"
+#: The judged pair first (easgd-train's 16-bit wire, then float32), then figures beside it.
+CONFIGS = ("easgd-64-overlap-bf16", "easgd-64-overlap", "easgd-64", "easgd-10-overlap-bf16")
+#: Pairs of windows per configuration: the judged pair's median needs many (the windows
+#: of two identical never-exchanging runs read 0.87-1.09 of each other here); the others
+#: are far from any target.
+PAIRS = {"easgd-64-overlap-bf16": 16, "easgd-64-overlap": 16}
+OTHER_PAIRS = 6
+#: (seconds of a window, of warm-up before it): 3 s hold ~7 exchanges at tau 64.
+WINDOW = (3.0, 1.0)
+#: The worker under test (worker 0: EASGD's chief initialises the centre) on CPU 0 with the
+#: reference, the ps and the links' receive work on CPU 1.
+CPUS = {"worker": (0,), "ps": (1,), "links": (1,)}
+TESTED, REFERENCE_WORKER = 0, 1
+TARGET = 0.95
+
+
+def measure(model, logs, quick, log):
+    """{"cpus", "model", "design": "paired", "throughput": {config: [window, each with its
+    pair's "reference" window]}}; --quick: the judged configuration, one pair."""
+    configs = CONFIGS[:1] if quick else CONFIGS
+    with BenchCluster(2, logs / "pinned", rate="1gbit", cpus=CPUS) as cluster:
+        log(f"pinned: 1 ps + 2 workers at 1gbit, cpus {CPUS}, {REFERENCE} on worker 1")
+        cluster.build(REFERENCE, model, [REFERENCE_WORKER])
+        measured = {}
+        for config in configs:
+            container = cluster.build(config, model, [TESTED])
+            pairs = 1 if quick else PAIRS.get(config, OTHER_PAIRS)
+            measured[config] = [_pair(cluster, index, log, model, config) for index in range(pairs)]
+            cluster.release([TESTED], container)
+    return {"cpus": CPUS, "model": model, "design": "paired", "throughput": measured}
+
+
+def _pair(cluster, index, log, model, config):
+    """One window of each worker, in turn (the order alternates); the tested one's window
+    with its pair's reference window under "reference"."""
+    order = (REFERENCE_WORKER, TESTED) if index % 2 == 0 else (TESTED, REFERENCE_WORKER)
+    windows = {}
+    for worker in order:
+        windows[worker], _ = window_with_bytes(cluster, [worker], *WINDOW)
+    tested, reference = windows[TESTED], windows[REFERENCE_WORKER]
+    steps, base = tested["per_worker"][0], reference["per_worker"][0]
+    log(f"  {model} {config:>22} pair {index}: {steps:6.1f} steps/s, {REFERENCE} {base:6.1f}")
+    return {"pair": index, **tested, "reference": reference}
+
+
+def ratios(windows):
+    """The tested configuration's steps/s over its pair's reference, pair by pair."""
+    return [w["per_worker"][0] / w["reference"]["per_worker"][0] for w in windows]
+
+
+def _median_steps(windows):
+    return statistics.median(w["per_worker"][0] for w in windows)
+
+
+def _share(windows, task):
+    return statistics.median(w["cpu_share"][task] for w in windows)
+
+
+def render(pinned, results):
+    """The Markdown of the pinned run."""
+    by_config, worker = pinned["throughput"], f"worker{TESTED}"
+    references = [w["reference"] for windows in by_config.values() for w in windows]
+    base_share = _share(references, f"worker{REFERENCE_WORKER}")
+    rows = [[REFERENCE, num(_median_steps(references), 2), "1.00", "-", "0.00",
+             f"{base_share:.2f}", "0.00"]]  # fmt: skip
+    for config, windows in by_config.items():
+        low, high = report.median_interval(ratios(windows))
+        link = statistics.median(report.link_bytes_per_step(w) for w in windows) / 1e6
+        rows.append([config, num(_median_steps(windows), 2), f"{judged_ratio(windows):.2f}",
+                     f"{low:.2f}-{high:.2f}", f"{link:.2f}", f"{_share(windows, worker):.2f}",
+                     f"{_share(windows, 'ps0'):.2f}"])  # fmt: skip
+    header = "-configuration | steps/s | x local | 95 % interval | MB on link | "
+    header += "worker CPU share | ps CPU share"
+    pairs = ", ".join(f"{config} {len(windows)}" for config, windows in by_config.items())
+    where = report.where_measured(pinned["run"], results) if "run" in pinned else "in this run"
+    text = "One worker pinned to a core beside a local-SGD worker that waits while it runs, "
+    text += "the ps and the links' receive work on the other core (cores >= tasks), at 1 "
+    text += f"Gbit/s, {where}; pairs of {WINDOW[0]:g}-s windows, one of each worker ({pairs}); "
+    text += "x local: the median pair's ratio. The worker's core computes all the time: "
+    text += "overlap hides the transfer, not the exchange's own CPU on that core:"
+    return [text, "", table(header, rows), ""]
+
+
+def judged_ratio(windows):
+    """The median of the pairs' ratios."""
+    return statistics.median(ratios(windows))
+
+
+def targets(pinned):
+    """The (target, measured, met) row of the pinned run: the first of `CONFIGS` measured."""
+    by_config = pinned["throughput"]
+    config = next((c for c in CONFIGS if c in by_config), None)
+    if config is None:
+        return []
+    windows = by_config[config]
+    ratio, (low, high) = judged_ratio(windows), report.median_interval(ratios(windows))
+    target = f"{config} >= {TARGET} x local, one worker on a core of its own (1 Gbit/s)"
+    measured = f"{ratio:.3f} x (95 % interval {low:.2f}-{high:.2f}, {len(windows)} pairs)"
+    return [(target, measured, ratio >= TARGET)]

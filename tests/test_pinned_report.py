@@ -1,0 +1,64 @@
+"""The pinned run's statistics (benchmarks/pinned.py, report.py) on hand-made windows.
+
+No cluster and no TensorFlow: the windows are what `window_with_bytes` returns.
+"""
+
+from benchmarks import pinned, report
+
+
+def test_the_median_interval_takes_the_order_statistics_binomial_tails_allow():
+    # n = 16: P(B <= 3) = (1 + 16 + 120 + 560) / 65536 = 0.0106 <= 0.025 and
+    # P(B <= 4) = 2517 / 65536 = 0.0384 > 0.025, so k = 4: the 4th and 13th values.
+    assert report.median_interval(list(range(1, 17))) == (4, 13)
+    # n = 9: P(B <= 1) = 10 / 512 = 0.0195 <= 0.025, P(B <= 2) = 46 / 512 > 0.025: k = 2.
+    assert report.median_interval([9, 1, 8, 2, 7, 3, 6, 4, 5]) == (2, 8)
+    # n = 5: even P(B = 0) = 1 / 32 > 0.025: no k holds, the whole range is given.
+    assert report.median_interval([5, 1, 3, 2, 4]) == (1, 5)
+    assert report.median_interval([0.9]) == (0.9, 0.9)
+
+
+def _window(steps_per_sec, reference, pair, ps_bytes=0.0):
+    cpu = {"ps0": 0.04, "worker0": 1.0, "worker1": 0.0}
+    reference_cpu = {"ps0": 0.0, "worker0": 0.0, "worker1": 1.0}
+    return {
+        "pair": pair,
+        "per_worker": [steps_per_sec],
+        "steps": [int(steps_per_sec * 3)],
+        "ps_bytes": ps_bytes,
+        "seconds": 3.0,
+        "cpu_share": cpu,
+        "reference": {"per_worker": [reference], "cpu_share": reference_cpu, "seconds": 3.0},
+    }
+
+
+def _pinned(ratios, reference=160.0):
+    windows = [_window(r * reference, reference, i) for i, r in enumerate(ratios)]
+    return {"design": "paired", "model": "mlp-2.9M", "throughput": {pinned.CONFIGS[0]: windows}}
+
+
+def test_the_target_is_judged_on_the_median_pair_ratio():
+    # Ratios 0.90, 0.94, 0.96, 0.97, 0.99: median 0.96 >= 0.95; n = 5, interval min-max.
+    (row,) = pinned.targets(_pinned([0.97, 0.90, 0.99, 0.94, 0.96]))
+    target, measured, met = row
+    assert target.startswith("easgd-64-overlap-bf16 >= 0.95 x local")
+    assert measured == "0.960 x (95 % interval 0.90-0.99, 5 pairs)"
+    assert met is True
+    (row,) = pinned.targets(_pinned([0.97, 0.90, 0.93, 0.94, 0.96]))
+    assert row[1].startswith("0.940 x") and row[2] is False
+
+
+def test_the_table_gives_each_configuration_its_pairs_and_the_reference_row():
+    measured = _pinned([0.95, 0.93, 0.97], reference=150.0)
+    # 0.18 MB a step: the link carries 0.18 MB x steps/s x 3 s in each window.
+    for window in measured["throughput"][pinned.CONFIGS[0]]:
+        window["ps_bytes"] = 0.18e6 * window["per_worker"][0] * 3.0
+    lines = pinned.render(measured, {})
+    assert "(easgd-64-overlap-bf16 3)" in lines[0] and "in this run" in lines[0]
+    rows = [line for line in "\n".join(lines).splitlines() if line.startswith("| ")][1:]
+    assert rows[0] == "| local | 150.00 | 1.00 | - | 0.00 | 1.00 | 0.00 |"
+    # Steps/s 142.5, 139.5, 145.5: median 142.5; ratios' median 0.95; n = 3: min-max.
+    assert rows[1] == "| easgd-64-overlap-bf16 | 142.50 | 0.95 | 0.93-0.97 | 0.18 | 1.00 | 0.04 |"
+
+
+def test_a_run_without_the_judged_configurations_has_no_target():
+    assert pinned.targets({"design": "paired", "throughput": {}}) == []
