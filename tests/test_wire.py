@@ -8,6 +8,7 @@ first exchange rounds it, while float16 (11 bits) holds it.
 
 import time
 
+import ml_dtypes
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -144,6 +145,65 @@ def test_overlapped_exchanges_worked_by_hand(world, cluster, container):
             coordinator.request_stop()
             coordinator.join(threads, stop_grace_period_secs=DEADLINE_SECS)
     assert observed == expected
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("wire_dtype", [None, "bfloat16"])
+def test_overlapped_moves_match_float32_arithmetic_to_the_bit(
+    world, cluster, container, wire_dtype
+):
+    # 20 overlapped exchanges (period 1, alpha 0.3) of 1000 values with random gradient
+    # steps, replayed in NumPy float32 (ml_dtypes' bfloat16 rounds to nearest even, as
+    # TensorFlow's cast does). Each exchange step lands the reply in flight, then queues
+    # the copy; the runner moves the centre by alpha * (copy - centre) and replies with
+    # the difference it scaled (and the centre, or e): the worker subtracts alpha times
+    # that same difference, rounded the same way.
+    bf16, f32 = ml_dtypes.bfloat16, np.float32
+    alpha = f32(0.3)
+    rng = np.random.default_rng(1)
+    initial = rng.normal(size=1000).astype(f32)
+    getter = ElasticAverageCustomGetter("/job:worker/task:0")
+    with tf.Graph().as_default() as graph:
+        with worker_scope(cluster.spec, 0, getter, container):
+            w = tf.compat.v1.get_variable("w", initializer=tf.constant(initial))
+            step = tf.compat.v1.placeholder(tf.float32, [1000])
+            global_step = tf.compat.v1.train.get_or_create_global_step()
+            opt = ElasticAverageOptimizer(
+                tf.compat.v1.train.GradientDescentOptimizer(1.0), 1, getter,
+                communication_period=1, moving_rate=0.3, rho=0.0, overlap=True,
+                wire_dtype=wire_dtype,
+            )  # fmt: skip
+            train_op = opt.minimize(-tf.reduce_sum(step * w), global_step=global_step)
+        entry = getter.find(w)
+        coordinator = tf.train.Coordinator()
+        with _start(cluster, graph, opt, share_devices=True) as session:
+            threads = tf.compat.v1.train.start_queue_runners(session, coordinator)
+            x, centre, local, reference, reply = initial, initial, initial, initial, None
+            for count in range(1, 21):
+                gradient_step = rng.normal(scale=0.01, size=1000).astype(f32)
+                session.run(train_op, {step: gradient_step})
+                _wait_for(lambda count=count: session.run(global_step) >= count)
+                x = x - f32(1.0) * -gradient_step  # w - lr * gradient, lr 1.
+                if reply is not None:
+                    difference, received = reply
+                    local = local + received if wire_dtype else received
+                    x = x - alpha * difference
+                if wire_dtype:
+                    sent = (x - local).astype(bf16).astype(f32)
+                    e = (centre - reference).astype(bf16).astype(f32)
+                    centre = centre - alpha * (e - sent)
+                    reference = reference + e
+                    reply = (sent - e, e)
+                else:
+                    read = centre
+                    centre = centre - alpha * (centre - x)
+                    reply = (x - read, read)
+                observed = session.run([w, entry.local_center, entry.global_center])
+                np.testing.assert_array_equal(observed[0], x)
+                np.testing.assert_array_equal(observed[1], local)
+                np.testing.assert_array_equal(observed[2], centre)
+            coordinator.request_stop()
+            coordinator.join(threads, stop_grace_period_secs=DEADLINE_SECS)
 
 
 def _wait_for(condition):

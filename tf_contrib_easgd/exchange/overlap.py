@@ -12,7 +12,6 @@ import tensorflow as tf
 
 from tf_contrib_easgd.exchange import wire as wire_format
 from tf_contrib_easgd.exchange.gating import run_if
-from tf_contrib_easgd.exchange.halves import elastic_difference
 from tf_contrib_easgd.exchange.task_groups import remote_target
 from tf_contrib_easgd.exchange.variable_address import read_copy
 
@@ -27,18 +26,21 @@ class OverlappedExchange:
        x <- x - d, local centre <- centre;
     2. queues a copy x_s of x, as it is after 1, and marks an exchange in flight.
 
-    The runner thread takes x_s, reads the centre x~ on its parameter server, computes
-    d = alpha * (x_s - x~), moves x~ <- x~ + d (adding one to `global_step`) and queues
-    (d, x~) for the worker. The centre and the worker move by the same d, computed from
-    the copy sent; the worker's move lands one period later, at its next exchange step,
-    on top of the local steps it took meanwhile. With one period of delay the exchange has
-    tau local steps to travel; a step waits only if it has not come back by then.
+    The runner thread takes x_s, reads the centre x~ on its parameter server, moves
+    x~ <- x~ + alpha * (x_s - x~) (adding one to `global_step`) and queues (x_s - x~, x~)
+    for the worker, whose landing moves x <- x - alpha * (x_s - x~) with the kernel the
+    centre's move used: the centre and the worker move by the same d, to the bit, computed
+    from the copy sent. The worker's move lands one period later, at its next exchange
+    step, on top of the local steps it took meanwhile. With one period of delay the exchange
+    has tau local steps to travel; a step waits only if it has not come back by then. The
+    runner's arithmetic on the worker is one subtraction (the landing scales it as it
+    subtracts): on a worker whose core also trains, every pass over the model counts.
 
     With a 16-bit `wire`, a centre on another task is sent and returned as 16-bit
     differences from the reference both sides hold, as `ElasticExchange` does: the copy
     queued is s = wire(x - local centre), the runner moves the centre by
-    d = alpha * (s - e), e = wire(centre - reference), and the landing sets the local
-    centre to local centre + e.
+    d = alpha * (s - e), e = wire(centre - reference), queues (s - e, e) in full width, and
+    the landing moves the worker by d and the local centre by e.
 
     The runner is a `tf.compat.v1.train.QueueRunner` in the `QUEUE_RUNNERS` collection:
     `MonitoredTrainingSession`, Estimator and `tf.compat.v1.train.start_queue_runners`
@@ -135,34 +137,39 @@ class OverlappedExchange:
         return run_if(self._in_flight.read_value(), self._land, name="land")
 
     def _land(self):
-        """Builds the landing of the reply in flight: x <- x - d, local centre <- centre."""
+        """Builds the landing of the reply in flight: x <- x - alpha * difference, and the
+        local centre set to the centre read (full width) or moved by e (16-bit wire)."""
         reply = self._replies.dequeue()
         count = len(self._centered)
         moves = []
-        for entry, delta, centre in zip(self._centered, reply[:count], reply[count:], strict=True):
-            moves.append(
-                tf.compat.v1.assign(entry.local_center, centre, use_locking=self._use_locking)
-            )
-            moves.append(
-                tf.compat.v1.assign_sub(entry.worker, delta, use_locking=self._use_locking)
-            )
+        pairs = zip(self._centered, self._references, strict=True)
+        for (entry, reference), difference, centre in zip(
+            pairs, reply[:count], reply[count:], strict=True
+        ):
+            local_centre, use_locking = entry.local_center, self._use_locking
+            if reference is None:
+                moves.append(tf.compat.v1.assign(local_centre, centre, use_locking=use_locking))
+            else:
+                moves.append(tf.compat.v1.assign_add(local_centre, centre, use_locking=use_locking))
+            moves.append(_subtract_scaled(entry.worker, self._moving_rate, difference, use_locking))
         with tf.control_dependencies(moves):
             return tf.constant(True)
 
     def _exchange_with_centres(self, copies):
-        """Builds the runner's exchange of the copies `copies`; returns [d..., centre...].
+        """Builds the runner's exchange of the copies `copies`; returns [difference...,
+        centre or e...] for the landing.
 
         Only the copies go to the parameter servers and only the centres come back: the
-        worker computes its d from the same two values, with the same operations, as the
-        parameter server computes the centre's.
+        worker takes its difference from the same two values, with the same operation, as
+        the parameter server takes the centre's.
         """
         if not isinstance(copies, list | tuple):  # A queue of one component gives a tensor.
             copies = [copies]
-        deltas, centres, moves = [], [], []
+        differences, centres, moves = [], [], []
         for entry, reference, copy in zip(self._centered, self._references, copies, strict=True):
             exchange = self._exchange_one if reference is None else self._exchange_one_narrowed
-            delta, centre, move = exchange(entry, reference, copy)
-            deltas.append(delta)
+            difference, centre, move = exchange(entry, reference, copy)
+            differences.append(difference)
             centres.append(centre)
             moves += move
         if self._global_step is not None:
@@ -174,29 +181,29 @@ class OverlappedExchange:
                     tf.compat.v1.assign_add(self._global_step, 1, use_locking=self._use_locking)
                 )
         with tf.control_dependencies(moves), tf.compat.v1.device(self._worker_device):
-            return [tf.identity(tensor) for tensor in deltas + centres]
+            return [tf.identity(tensor) for tensor in differences + centres]
 
     def _exchange_one(self, entry, reference, copy):
-        """The runner's exchange of one variable at full width; returns (d for the worker,
-        the centre read, the centre's update ops). `reference` is None."""
+        """The runner's exchange of one variable at full width; returns (copy - centre for
+        the worker's landing, the centre read, the centre's update ops). `reference` is
+        None."""
         del reference
         # The centre is read once the copy has arrived, not when the runner's step starts
         # (a period earlier, before other workers' exchanges moved it).
         with tf.compat.v1.device(entry.global_center.device), tf.control_dependencies([copy]):
             centre = read_copy(entry.global_center)
-            move = tf.compat.v1.assign_add(
-                entry.global_center,
-                elastic_difference(self._moving_rate, copy, centre),
-                use_locking=self._use_locking,
+            # centre - alpha * (centre - copy): centre + d, d = alpha * (copy - centre).
+            move = _subtract_scaled(
+                entry.global_center, self._moving_rate, centre - copy, self._use_locking
             )
         with tf.compat.v1.device(self._worker_device):
-            return elastic_difference(self._moving_rate, copy, centre), tf.identity(centre), [move]
+            return copy - centre, tf.identity(centre), [move]
 
     def _exchange_one_narrowed(self, entry, reference, sent):
         """The runner's 16-bit exchange of one variable: `sent` is s = wire(x - local
-        centre); returns (d = alpha * (s - e) for the worker, the new local centre, which
-        is local centre + e, and the updates of the centre and its reference on the ps).
-        The 16-bit s and e are what cross between the worker and the ps."""
+        centre); returns (s - e for the worker's landing, e in full width, the updates of
+        the centre and its reference on the ps), e = wire(centre - reference). The 16-bit
+        s and e are what cross between the worker and the ps."""
         dtype = entry.worker.dtype.base_dtype
         # Read once `sent` has arrived (see `_exchange_one`); the reference's update, which
         # needs nothing else, would otherwise run before it too.
@@ -205,26 +212,41 @@ class OverlappedExchange:
                 entry.global_center.read_value(), reference.read_value(), self._wire.dtype
             )
             received_value = wire_format.decode(received, dtype)
+            difference = wire_format.wire_difference(
+                received_value, wire_format.decode(sent, dtype)
+            )
             moves = [
-                tf.compat.v1.assign_add(
-                    entry.global_center,
-                    elastic_difference(
-                        self._moving_rate, wire_format.decode(sent, dtype), received_value
-                    ),
-                    use_locking=self._use_locking,
+                _subtract_scaled(
+                    entry.global_center, self._moving_rate, difference, self._use_locking
                 ),
                 tf.compat.v1.assign_add(reference, received_value, use_locking=self._use_locking),
             ]
         with tf.compat.v1.device(self._worker_device):
             received_value = wire_format.decode(received, dtype)
-            delta = elastic_difference(
-                self._moving_rate, wire_format.decode(sent, dtype), received_value
+            difference = wire_format.wire_difference(
+                wire_format.decode(sent, dtype), received_value
             )
-            # The local centre as the last landing left it: read after `sent`, which was
-            # queued after that landing.
-            with tf.control_dependencies([sent]):
-                local_centre = entry.local_center.read_value()
-            return delta, local_centre + received_value, moves
+            return difference, received_value, moves
+
+
+def _subtract_scaled(variable, moving_rate, difference, use_locking):
+    """Builds `variable -= alpha * difference` on the variable's device; returns the op.
+
+    Resource and ref variables take TensorFlow's gradient-descent kernel, as
+    `VariableAddress.subtract_scaled` does: one pass, `alpha * difference` rounded before it
+    subtracts. Other variables take `assign_sub` of that product: the same bits.
+    """
+    alpha = tf.cast(moving_rate, variable.dtype.base_dtype)
+    with tf.compat.v1.device(variable.device):
+        if variable.op.type == "VarHandleOp":
+            return tf.raw_ops.ResourceApplyGradientDescent(
+                var=variable.handle, alpha=alpha, delta=difference, use_locking=use_locking
+            )
+        if variable.dtype != variable.dtype.base_dtype:  # A ref variable: its op takes the ref.
+            return tf.raw_ops.ApplyGradientDescent(
+                var=variable, alpha=alpha, delta=difference, use_locking=use_locking
+            ).op
+        return tf.compat.v1.assign_sub(variable, alpha * difference, use_locking=use_locking).op
 
 
 class ExchangeRunner(tf.compat.v1.train.QueueRunner):
