@@ -22,6 +22,7 @@ def _window(steps_per_sec, reference, pair, ps_bytes=0.0):
     reference_cpu = {"ps0": 0.0, "worker0": 0.0, "worker1": 1.0}
     return {
         "pair": pair,
+        "build": pair // 2,
         "per_worker": [steps_per_sec],
         "steps": [int(steps_per_sec * 3)],
         "ps_bytes": ps_bytes,
@@ -53,12 +54,15 @@ def test_the_table_gives_each_configuration_its_pairs_and_the_reference_row():
     for window in measured["throughput"][pinned.CONFIGS[0]]:
         window["ps_bytes"] = 0.18e6 * window["per_worker"][0] * 3.0
     lines = pinned.render(measured, {})
-    assert "(easgd-64-overlap-bf16 3)" in lines[0] and "in this run" in lines[0]
+    assert "(easgd-64-overlap-bf16 3 in 2 builds)" in lines[0] and "in this run" in lines[0]
     rows = [line for line in "\n".join(lines).splitlines() if line.startswith("| ")][1:]
-    assert rows[0] == "| local | 150.00 | 1.00 | - | 0.00 | 1.00 | 0.00 |"
+    assert rows[0] == "| local (reference, worker 1) | 150.00 | 1.00 | - | 0.00 | 1.00 | 0.00 |"
     # Steps/s 142.5, 139.5, 145.5: median 142.5; ratios' median 0.95; n = 3: min-max.
     assert rows[1] == "| easgd-64-overlap-bf16 | 142.50 | 0.95 | 0.93-0.97 | 0.18 | 1.00 | 0.04 |"
 
 
 def test_a_run_without_the_judged_configurations_has_no_target():
     assert pinned.targets({"design": "paired", "throughput": {}}) == []
+    # The control (local SGD against itself) is a figure, never the judged row.
+    control = _pinned([1.0, 0.98, 1.01])["throughput"].popitem()[1]
+    assert pinned.targets({"design": "paired", "throughput": {"local": control}}) == []
