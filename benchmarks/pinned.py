@@ -2,11 +2,12 @@
 
 The worker under test and a local-SGD worker are two processes pinned to one core; the ps
 and the emulated links' receive work are on the other (cores >= tasks for the one that
-runs). Each configuration is built once and measured in pairs of short windows, one for
-each process in turn (the other waits on its pipe), so that a pair's two windows lie
-seconds apart: this machine's speed wanders by +-10 % over minutes, and within a pair it
-mostly cancels. A configuration's ratio is the median of its pairs' ratios, given with a
-95 % interval of that median (`report.median_interval`).
+runs). Each configuration is measured in pairs of short windows, one for each process in
+turn (the other waits on its pipe), so that a pair's two windows lie seconds apart: this
+machine's speed wanders by +-10 % over minutes, and within a pair it mostly cancels. Both
+workers build their graphs anew every few pairs (`PAIRS`). A configuration's ratio is the
+median of its pairs' ratios, given with a 95 % interval of that median
+(`report.median_interval`); local SGD on the tested worker is the method's control.
 """
 
 import statistics
