@@ -226,11 +226,16 @@ class HostNetwork:
 
         Raises:
             ValueError: if `cpus` is empty or names a CPU this machine does not have.
-            RuntimeError: if an interface's `rps_cpus` cannot be written.
+            RuntimeError: if an interface's `rps_cpus` cannot be written, or the kernel has
+                none (built without receive packet steering).
         """
         mask = cpu_mask(cpus)
         # `ip netns exec` mounts the namespace's own /sys: the glob finds its interfaces.
-        script = f"for q in /sys/class/net/*/queues/rx-*/rps_cpus; do echo {mask} > $q; done"
+        script = (
+            'for q in /sys/class/net/*/queues/rx-*/rps_cpus; do [ -e "$q" ] || '
+            "{ echo 'no rps_cpus: this kernel has no receive packet steering' >&2; exit 1; }; "
+            f'echo {mask} > "$q"; done'
+        )
         for namespace in self.made:
             _run(["ip", "netns", "exec", namespace, "sh", "-c", script], check=True)
 
