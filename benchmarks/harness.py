@@ -154,6 +154,8 @@ class BenchCluster(_Cluster):
     def __init__(self, num_workers, log_dir, world="tf1", netns=False, rate=None, cpus=None,
                  python=sys.executable, module="benchmarks.task", malloc=True):  # fmt: skip
         self.module, self.python, self.world, self.cpus = module, python, world, cpus or {}
+        if self.cpus.get("links") and not rate:
+            raise ValueError(f"cpus['links'] needs a shaped network (rate), got rate={rate!r}")
         self.tasks = ["ps0", *(f"worker{i}" for i in range(num_workers))]
         hosts = self.tasks if rate else None
         super().__init__(log_dir, [(t, HOST_PORT) for t in self.tasks], hosts, rate, netns)

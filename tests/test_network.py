@@ -96,9 +96,13 @@ def test_set_rate_shapes_one_host_changes_it_and_lifts_it(needs_namespaces):
             net.set_rate("ha", "10 gbit")
 
 
-@pytest.mark.parametrize(("cpus", "mask"), [([0], "1"), ((1,), "2"), ([0, 1], "3"), ([1, 1], "2")])
-def test_cpu_masks_set_one_bit_per_cpu(cpus, mask, monkeypatch):
-    monkeypatch.setattr(network.os, "cpu_count", lambda: 2)
+@pytest.mark.parametrize(
+    ("cpus", "mask"),
+    [([0], "1"), ((1,), "2"), ([0, 1], "3"), ([1, 1], "2"), ([31], "80000000"),
+     ([32], "1,00000000"), ([0, 33, 64], "1,00000002,00000001")],
+)  # fmt: skip
+def test_cpu_masks_set_one_bit_per_cpu_in_groups_of_32(cpus, mask, monkeypatch):
+    monkeypatch.setattr(network.os, "cpu_count", lambda: 65)
     assert network.cpu_mask(cpus) == mask
 
 

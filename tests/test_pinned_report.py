@@ -12,6 +12,10 @@ def test_the_median_interval_takes_the_order_statistics_binomial_tails_allow():
     assert report.median_interval(list(range(1, 17))) == (4, 13)
     # n = 9: P(B <= 1) = 10 / 512 = 0.0195 <= 0.025, P(B <= 2) = 46 / 512 > 0.025: k = 2.
     assert report.median_interval([9, 1, 8, 2, 7, 3, 6, 4, 5]) == (2, 8)
+    # n = 17: P(B <= 4) = 3214 / 131072 = 0.0245 and P(B <= 5) = 9402 / 131072 = 0.0717:
+    # k = 5. n = 20: P(B <= 5) = 21700 / 1048576 = 0.0207, P(B <= 6) = 0.0577: k = 6.
+    assert report.median_interval(list(range(1, 18))) == (5, 13)
+    assert report.median_interval(list(range(1, 21))) == (6, 15)
     # n = 5: even P(B = 0) = 1 / 32 > 0.025: no k holds, the whole range is given.
     assert report.median_interval([5, 1, 3, 2, 4]) == (1, 5)
     assert report.median_interval([0.9]) == (0.9, 0.9)
@@ -34,18 +38,20 @@ def _window(steps_per_sec, reference, pair, ps_bytes=0.0):
 
 def _pinned(ratios, reference=160.0):
     windows = [_window(r * reference, reference, i) for i, r in enumerate(ratios)]
-    return {"design": "paired", "model": "mlp-2.9M", "throughput": {pinned.CONFIGS[0]: windows}}
+    return {"model": "mlp-2.9M", "throughput": {pinned.CONFIGS[0]: windows}}
 
 
 def test_the_target_is_judged_on_the_median_pair_ratio():
-    # Ratios 0.90, 0.94, 0.96, 0.97, 0.99: median 0.96 >= 0.95; n = 5, interval min-max.
-    (row,) = pinned.targets(_pinned([0.97, 0.90, 0.99, 0.94, 0.96]))
+    # Ratios 0.90, 0.94, 0.955, 0.965, 0.97, 0.99: median (0.955 + 0.965) / 2 = 0.96;
+    # n = 6: k = 1 (P(B = 0) = 1 / 64 <= 0.025), the interval is the range.
+    (row,) = pinned.targets(_pinned([0.97, 0.90, 0.99, 0.94, 0.955, 0.965]))
     target, measured, met = row
     assert target.startswith("easgd-64-overlap-bf16 >= 0.95 x local")
-    assert measured == "0.960 x (95 % interval 0.90-0.99, 5 pairs)"
+    assert measured == "0.960 x (95 % interval 0.90-0.99, 6 pairs)"
     assert met is True
+    # Five pairs: the median 0.94 misses; too few pairs for an interval.
     (row,) = pinned.targets(_pinned([0.97, 0.90, 0.93, 0.94, 0.96]))
-    assert row[1].startswith("0.940 x") and row[2] is False
+    assert row == (target, "0.940 x (95 % interval -, 5 pairs)", False)
 
 
 def test_the_table_gives_each_configuration_its_pairs_and_the_reference_row():
@@ -57,12 +63,12 @@ def test_the_table_gives_each_configuration_its_pairs_and_the_reference_row():
     assert "(easgd-64-overlap-bf16 3 in 2 builds)" in lines[0] and "in this run" in lines[0]
     rows = [line for line in "\n".join(lines).splitlines() if line.startswith("| ")][1:]
     assert rows[0] == "| local (reference, worker 1) | 150.00 | 1.00 | - | 0.00 | 1.00 | 0.00 |"
-    # Steps/s 142.5, 139.5, 145.5: median 142.5; ratios' median 0.95; n = 3: min-max.
-    assert rows[1] == "| easgd-64-overlap-bf16 | 142.50 | 0.95 | 0.93-0.97 | 0.18 | 1.00 | 0.04 |"
+    # Steps/s 142.5, 139.5, 145.5: median 142.5; ratios' median 0.95; 3 pairs: no interval.
+    assert rows[1] == "| easgd-64-overlap-bf16 | 142.50 | 0.95 | - | 0.18 | 1.00 | 0.04 |"
 
 
 def test_a_run_without_the_judged_configurations_has_no_target():
-    assert pinned.targets({"design": "paired", "throughput": {}}) == []
+    assert pinned.targets({"throughput": {}}) == []
     # The control (local SGD against itself) is a figure, never the judged row.
     control = _pinned([1.0, 0.98, 1.01])["throughput"].popitem()[1]
-    assert pinned.targets({"design": "paired", "throughput": {"local": control}}) == []
+    assert pinned.targets({"throughput": {"local": control}}) == []

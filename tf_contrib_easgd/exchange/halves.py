@@ -105,9 +105,10 @@ class ExchangeHalves:
 
 
 def elastic_difference(moving_rate, value, centre):
-    """Builds d = alpha * (value - centre): every move of an exchange, overlapped or not,
-    builds it here, so that the worker and the centre move by the same float operations on
-    the same inputs."""
+    """Builds d = alpha * (value - centre), rounding the difference, then the product: the
+    plain exchange's moves take d from here, and the kernel of `subtract_scaled` (the
+    calls, the overlapped exchange) rounds alike, so that the worker and the centre move
+    by the same bits."""
     return tf.cast(moving_rate, centre.dtype) * (value - centre)
 
 

@@ -3,7 +3,8 @@
 `OverlappedExchange` is the exchange of `ElasticAverageOptimizer(overlap=True)`. An
 exchange step only hands a copy of x to a background thread (a `QueueRunner`) and lands
 the elastic move of the exchange before it; the thread sends the copy, moves the centre
-and queues the move for the worker. docs/DESIGN.md ("The overlapped exchange").
+and queues the difference it moved by for the worker to scale. docs/DESIGN.md ("The
+overlapped exchange").
 """
 
 import contextlib
@@ -22,8 +23,8 @@ class OverlappedExchange:
     """Builds the overlapped exchange of one worker.
 
     On an exchange step (after its local step) the training op:
-    1. if an exchange is in flight, waits for its reply (d, centre) and lands it:
-       x <- x - d, local centre <- centre;
+    1. if an exchange is in flight, waits for its reply (x_s - x~, x~) and lands it:
+       x <- x - alpha * (x_s - x~), local centre <- x~;
     2. queues a copy x_s of x, as it is after 1, and marks an exchange in flight.
 
     The runner thread takes x_s, reads the centre x~ on its parameter server, moves
@@ -33,8 +34,9 @@ class OverlappedExchange:
     from the copy sent. The worker's move lands one period later, at its next exchange
     step, on top of the local steps it took meanwhile. With one period of delay the exchange
     has tau local steps to travel; a step waits only if it has not come back by then. The
-    runner's arithmetic on the worker is one subtraction (the landing scales it as it
-    subtracts): on a worker whose core also trains, every pass over the model counts.
+    runner's arithmetic on the worker is a subtraction (and the 16-bit wire's casts); the
+    landing scales it as it subtracts: on a worker whose core also trains, every pass over
+    the model counts.
 
     With a 16-bit `wire`, a centre on another task is sent and returned as 16-bit
     differences from the reference both sides hold, as `ElasticExchange` does: the copy
@@ -143,14 +145,16 @@ class OverlappedExchange:
         count = len(self._centered)
         moves = []
         pairs = zip(self._centered, self._references, strict=True)
-        for (entry, reference), difference, centre in zip(
+        for (entry, reference), difference, received in zip(
             pairs, reply[:count], reply[count:], strict=True
         ):
             local_centre, use_locking = entry.local_center, self._use_locking
-            if reference is None:
-                moves.append(tf.compat.v1.assign(local_centre, centre, use_locking=use_locking))
+            if reference is None:  # `received` is the centre, else e.
+                moves.append(tf.compat.v1.assign(local_centre, received, use_locking=use_locking))
             else:
-                moves.append(tf.compat.v1.assign_add(local_centre, centre, use_locking=use_locking))
+                moves.append(
+                    tf.compat.v1.assign_add(local_centre, received, use_locking=use_locking)
+                )
             moves.append(_subtract_scaled(entry.worker, self._moving_rate, difference, use_locking))
         with tf.control_dependencies(moves):
             return tf.constant(True)
@@ -165,12 +169,12 @@ class OverlappedExchange:
         """
         if not isinstance(copies, list | tuple):  # A queue of one component gives a tensor.
             copies = [copies]
-        differences, centres, moves = [], [], []
+        differences, received, moves = [], [], []
         for entry, reference, copy in zip(self._centered, self._references, copies, strict=True):
             exchange = self._exchange_one if reference is None else self._exchange_one_narrowed
-            difference, centre, move = exchange(entry, reference, copy)
+            difference, centre_or_e, move = exchange(entry, reference, copy)
             differences.append(difference)
-            centres.append(centre)
+            received.append(centre_or_e)
             moves += move
         if self._global_step is not None:
             with (
@@ -181,7 +185,7 @@ class OverlappedExchange:
                     tf.compat.v1.assign_add(self._global_step, 1, use_locking=self._use_locking)
                 )
         with tf.control_dependencies(moves), tf.compat.v1.device(self._worker_device):
-            return [tf.identity(tensor) for tensor in differences + centres]
+            return [tf.identity(tensor) for tensor in differences + received]
 
     def _exchange_one(self, entry, reference, copy):
         """The runner's exchange of one variable at full width; returns (copy - centre for

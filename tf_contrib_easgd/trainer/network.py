@@ -78,7 +78,8 @@ def rate_bits_per_sec(rate):
 
 
 def cpu_mask(cpus):
-    """The hexadecimal CPU mask of `cpus`, as `/sys` files such as `rps_cpus` take it.
+    """The hexadecimal CPU mask of `cpus`, as `/sys` files such as `rps_cpus` take it: 32
+    CPUs a group of 8 digits, groups joined by commas ("1,00000000" is CPU 32).
 
     Args:
         cpus: CPU ids, a non-empty list of ints each below `os.cpu_count()`.
@@ -91,7 +92,9 @@ def cpu_mask(cpus):
     valid = ids and all(type(cpu) is int and 0 <= cpu < count for cpu in ids)
     if not valid:
         raise ValueError(f"cpus must be a list of CPU ids in 0..{count - 1}, got {cpus!r}")
-    return f"{sum(1 << cpu for cpu in set(ids)):x}"
+    digits = f"{sum(1 << cpu for cpu in set(ids)):x}"
+    head = len(digits) % 8 or 8  # The kernel reads 32 CPUs (8 digits) a comma-joined group.
+    return ",".join([digits[:head], *(digits[i : i + 8] for i in range(head, len(digits), 8))])
 
 
 class HostNetwork:
@@ -234,7 +237,7 @@ class HostNetwork:
         script = (
             'for q in /sys/class/net/*/queues/rx-*/rps_cpus; do [ -e "$q" ] || '
             "{ echo 'no rps_cpus: this kernel has no receive packet steering' >&2; exit 1; }; "
-            f'echo {mask} > "$q"; done'
+            f'echo {mask} > "$q" || exit 1; done'
         )
         for namespace in self.made:
             _run(["ip", "netns", "exec", namespace, "sh", "-c", script], check=True)
