@@ -15,6 +15,7 @@ from clusters import worker_scope
 from quadratic import build_quadratic, trajectory_row
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
+from tf_contrib_easgd.exchange.overlap import _subtract_scaled
 
 DEADLINE_SECS = 30
 
@@ -244,3 +245,39 @@ def test_the_runner_waits_out_an_idle_worker_in_a_session_with_an_operation_time
             assert session.run([w, entry.local_center]) == [5.0, 6.0]
             coordinator.request_stop()
             coordinator.join(threads, stop_grace_period_secs=DEADLINE_SECS)
+
+
+class _AssignSubOnly:
+    """A variable that only `assign_sub` can move: neither a ref nor a resource op."""
+
+    def __init__(self, variable):
+        self._variable = variable
+        self.dtype, self.device = variable.dtype, variable.device
+        self.op = type("Op", (), {"type": "SomeOtherVariableOp"})()
+
+    def assign_sub(self, value, use_locking=None, name=None, read_value=True):
+        return self._variable.assign_sub(value, use_locking, name, read_value)
+
+
+def test_every_landing_kernel_moves_by_the_same_bits(world):
+    # x - alpha * difference, alpha 0.3, on 1000 random float32 values: the kernel of ref
+    # and resource variables (TF1 / TF 2 worlds) and assign_sub of the product (any other
+    # variable) both round alpha * difference before they subtract, as NumPy does here.
+    rng = np.random.default_rng(2)
+    x, difference = rng.normal(size=(2, 1000)).astype(np.float32)
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        kernel = tf.compat.v1.Variable(x)
+        other = tf.compat.v1.Variable(x, use_resource=True)
+        moves = [
+            _subtract_scaled(kernel, 0.3, tf.constant(difference), use_locking=False),
+            _subtract_scaled(_AssignSubOnly(other), 0.3, tf.constant(difference), False),
+        ]
+        assert [move.type for move in moves] == [
+            "ApplyGradientDescent" if world == "tf1" else "ResourceApplyGradientDescent",
+            "AssignSubVariableOp",
+        ]
+        session.run(tf.compat.v1.global_variables_initializer())
+        session.run(moves)
+        expected = x - np.float32(0.3) * difference
+        np.testing.assert_array_equal(session.run(kernel), expected)
+        np.testing.assert_array_equal(session.run(other), expected)
