@@ -14,7 +14,11 @@ import tensorflow as tf
 from tf_contrib_easgd.exchange import wire as wire_format
 from tf_contrib_easgd.exchange.gating import run_if
 from tf_contrib_easgd.exchange.task_groups import remote_target
-from tf_contrib_easgd.exchange.variable_address import read_copy
+from tf_contrib_easgd.exchange.variable_address import (
+    read_copy,
+    subtract_scaled,
+    variable_kind,
+)
 
 QUEUE_NAME = "overlapped_exchange"
 
@@ -236,21 +240,16 @@ class OverlappedExchange:
 def _subtract_scaled(variable, moving_rate, difference, use_locking):
     """Builds `variable -= alpha * difference` on the variable's device; returns the op.
 
-    Resource and ref variables take TensorFlow's gradient-descent kernel, as
-    `VariableAddress.subtract_scaled` does: one pass, `alpha * difference` rounded before it
-    subtracts. Other variables take `assign_sub` of that product: the same bits.
+    Resource and ref variables take `variable_address.subtract_scaled`'s kernel: one pass,
+    `alpha * difference` rounded before it subtracts. Other variables take `assign_sub` of
+    that product: the same bits.
     """
-    alpha = tf.cast(moving_rate, variable.dtype.base_dtype)
+    alpha, kind = tf.cast(moving_rate, variable.dtype.base_dtype), variable_kind(variable)
     with tf.compat.v1.device(variable.device):
-        if variable.op.type == "VarHandleOp":
-            return tf.raw_ops.ResourceApplyGradientDescent(
-                var=variable.handle, alpha=alpha, delta=difference, use_locking=use_locking
-            )
-        if variable.dtype != variable.dtype.base_dtype:  # A ref variable: its op takes the ref.
-            return tf.raw_ops.ApplyGradientDescent(
-                var=variable, alpha=alpha, delta=difference, use_locking=use_locking
-            ).op
-        return tf.compat.v1.assign_sub(variable, alpha * difference, use_locking=use_locking).op
+        if kind is None:
+            return tf.compat.v1.assign_sub(variable, alpha * difference, use_locking=use_locking).op
+        target = variable.handle if kind == "resource" else variable  # A ref op takes the ref.
+        return subtract_scaled(kind, target, alpha, difference, use_locking)
 
 
 class ExchangeRunner(tf.compat.v1.train.QueueRunner):

@@ -22,9 +22,39 @@ def read_copy(variable):
     return value
 
 
+def variable_kind(variable):
+    """The world of `variable`: "resource" or "ref", else None (another kind)."""
+    if variable.op.type in _RESOURCE_VARIABLE_OPS:
+        return "resource"
+    return "ref" if variable.op.type in _REF_VARIABLE_OPS else None
+
+
 def is_addressable(variable):
     """Whether a function can find `variable` by name (`VariableAddress`)."""
-    return variable.op.type in _RESOURCE_VARIABLE_OPS + _REF_VARIABLE_OPS
+    return variable_kind(variable) is not None
+
+
+def subtract_scaled(kind, target, scale, delta, use_locking):
+    """Builds `variable -= scale * delta` as one kernel; returns the op.
+
+    The kernel (TensorFlow's gradient-descent update) rounds `scale * delta` to the
+    variable's dtype before it subtracts, as the two separate ops would, so the result is
+    the same to the bit, with one pass over the variable and no temporary.
+
+    Args:
+        kind: the variable's `variable_kind`, "resource" or "ref".
+        target: its resource handle, or the ref variable (or ref tensor) itself.
+        scale: a scalar tensor of the variable's dtype.
+        delta: a tensor of the variable's shape and dtype.
+        use_locking: whether the update takes the variable's lock.
+    """
+    if kind == "resource":
+        return tf.raw_ops.ResourceApplyGradientDescent(
+            var=target, alpha=scale, delta=delta, use_locking=use_locking
+        )
+    return tf.raw_ops.ApplyGradientDescent(
+        var=target, alpha=scale, delta=delta, use_locking=use_locking
+    ).op
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,8 +70,7 @@ class VariableAddress:
     @classmethod
     def of(cls, variable):
         """The address of `variable`, a variable for which `is_addressable` holds."""
-        op = variable.op
-        kind = "resource" if op.type in _RESOURCE_VARIABLE_OPS else "ref"
+        op, kind = variable.op, variable_kind(variable)
         shared_name = op.get_attr("shared_name").decode() or op.name
         return cls(
             kind,
@@ -91,24 +120,10 @@ class VariableAddress:
         return tf.raw_ops.AssignSub(ref=self._ref(), value=value, use_locking=use_locking).op
 
     def subtract_scaled(self, scale, delta, use_locking):
-        """Builds `variable -= scale * delta` as one kernel; returns the op.
-
-        The kernel (TensorFlow's gradient-descent update) rounds `scale * delta` to the
-        variable's dtype before it subtracts, as the two separate ops would, so the result
-        is the same to the bit, with one pass over the variable and no temporary.
-
-        Args:
-            scale: a scalar tensor of the variable's dtype.
-            delta: a tensor of the variable's shape and dtype.
-            use_locking: whether the update takes the variable's lock.
-        """
-        if self.kind == "resource":
-            return tf.raw_ops.ResourceApplyGradientDescent(
-                var=self._handle(), alpha=scale, delta=delta, use_locking=use_locking
-            )
-        return tf.raw_ops.ApplyGradientDescent(
-            var=self._ref(), alpha=scale, delta=delta, use_locking=use_locking
-        ).op
+        """Builds `variable -= scale * delta` with the module's `subtract_scaled` (one
+        kernel, the product rounded first); returns the op."""
+        target = self._handle() if self.kind == "resource" else self._ref()
+        return subtract_scaled(self.kind, target, scale, delta, use_locking)
 
     def _handle(self):
         return tf.raw_ops.VarHandleOp(
