@@ -95,10 +95,10 @@ def render(pinned, results):
     rows = [[label, num(_median_steps(references), 2), "1.00", "-", "0.00",
              f"{base_share:.2f}", "0.00"]]  # fmt: skip
     for config, windows in by_config.items():
-        link = statistics.median(report.link_bytes_per_step(w) for w in windows) / 1e6
         label = f"{config} (control, worker 0)" if config == REFERENCE else config
         rows.append([label, num(_median_steps(windows), 2), f"{judged_ratio(windows):.2f}",
-                     _interval(windows), f"{link:.2f}", f"{_share(windows, worker):.2f}",
+                     _interval(windows), num(report.link_megabytes(by_config, config), 2),
+                     f"{_share(windows, worker):.2f}",
                      f"{_share(windows, 'ps0'):.2f}"])  # fmt: skip
     header = "-configuration | steps/s | x local | 95 % interval | MB on link | "
     header += "worker CPU share | ps CPU share"

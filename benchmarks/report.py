@@ -222,6 +222,13 @@ def link_bytes_per_step(measured):
     return measured["ps_bytes"] / steps if steps > 0 else 0.0
 
 
+def link_megabytes(by_config, config):
+    """Median MB on the ps's link per local step of `config`, or None."""
+    if config not in by_config:
+        return None
+    return statistics.median(link_bytes_per_step(run) for run in by_config[config]) / 1e6
+
+
 def median_time(times):
     """Median time to target, a run that never reached it counting as infinitely slow."""
     ordered = sorted(times, key=lambda t: float("inf") if t is None else t)

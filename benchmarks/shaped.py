@@ -110,13 +110,6 @@ def fitted(results):
     return cost_model.fit_link_efficiency(rows, model_bytes, measured_costs()[0])
 
 
-def link_megabytes(by_config, config):
-    """Median MB on the ps's link per local step of `config`, or None."""
-    if config not in by_config:
-        return None
-    return statistics.median(report.link_bytes_per_step(run) for run in by_config[config]) / 1e6
-
-
 def render(results, plots):
     """The Markdown of sections 5 (with the pinned run) and 6."""
     out = ["## 5. A shaped network: each task a host, its link rate-limited", ""]
@@ -132,7 +125,7 @@ def render(results, plots):
         for config, row in rows.items():
             steps, ratio = median_of(by_config, config), per_round_ratio(by_config, config, "async")
             model = cost_model.step_time(config, compute, 4.0 * params, box, fit)
-            link = link_megabytes(by_config, config)
+            link = report.link_megabytes(by_config, config)
             row += [num(steps, 2), num(ratio, 2), num(link, 2), num(steps and 1 / model, 2)]
     header = "-configuration" + "".join(
         f" | {rate_text(rate)}: steps/s | x async | MB on link | model steps/s" for rate in rates
@@ -191,7 +184,7 @@ def targets(results):
             ratio = per_round_ratio(by_config, "easgd-10", "async")
             met = None if ratio is None else ratio >= 5.0
             rows.append((f"easgd-10 >= 5 x async ({where})", num(ratio, 2, " x"), met))
-        narrow, wide = (link_megabytes(by_config, c) for c in ("easgd-10-bf16", "easgd-10"))
+        narrow, wide = (report.link_megabytes(by_config, c) for c in ("easgd-10-bf16", "easgd-10"))
         # Judged at 1 Gbit/s: a 100 Mbit/s window holds 6-9 exchanges of a worker, so the
         # one in flight at each edge moves its MB a step by 10-15 %; bytes per exchange do
         # not depend on the rate.
