@@ -22,6 +22,7 @@ setuptools.setup(
     packages=[
         "tf_contrib_easgd",
         "tf_contrib_easgd.cluster",
+        "tf_contrib_easgd.eager",
         "tf_contrib_easgd.estimator",
         "tf_contrib_easgd.exchange",
         "tf_contrib_easgd.job",

@@ -112,13 +112,14 @@ def test_every_python_file_is_listed_by_a_target(folder, path):
 #: package folder's modules but `__init__.py`, which the `library` target lists), its two
 #: programs. Each with the targets it depends on, as tests/test_layers.py has the wings.
 LAYERS = {
-    "library": ((), (":algorithm", ":estimator", ":keras")),
+    "library": ((), (":algorithm", ":eager", ":estimator", ":keras")),
     "algorithm": (("",), (":exchange", ":job")),
     "exchange": (("exchange/",), (":job",)),
     "cluster": (("cluster/",), ()),
     "job": (("job/",), ()),
     "estimator": (("estimator/",), (":algorithm", ":cluster")),
-    "keras": (("keras/",), (":algorithm", ":cluster", ":job")),
+    "eager": (("eager/",), (":algorithm", ":cluster", ":job")),
+    "keras": (("keras/",), (":eager",)),
     "trainer": (("trainer/",), (":library",)),
     "migrate": (("migrate/",), (":library",)),
 }

@@ -1,9 +1,10 @@
 """The package's layers: imports go one way, and TensorFlow loads only when it is used.
 
 The library is the package folder and its wings (`exchange/`, `cluster/`, `job/`,
-`estimator/`, `keras/`); the trainer (`trainer/`) and the migration tool (`migrate/`) are
-programs built on the library's public names. Read from the source with `ast`, so no module
-needs importing to be checked; the lazy loading is checked in fresh interpreters.
+`estimator/`, `eager/`, `keras/`); the trainer (`trainer/`) and the migration tool
+(`migrate/`) are programs built on the library's public names. Read from the source with
+`ast`, so no module needs importing to be checked; the lazy loading is checked in fresh
+interpreters.
 """
 
 import ast
@@ -37,14 +38,16 @@ def _modules(folder):
 #: The library's wings and the wings each may import from, one way: `cluster` and `job`
 #: need no other, the exchange may tell a lost task (`job.recovery`), the algorithm (the
 #: package folder: getter, optimizer, hook, penalty, saver) builds on the exchange, and the
-#: integrations with Estimator and Keras on any of them.
+#: integrations with Estimator, eager loops and Keras on any of them (Keras's callback on
+#: the eager worker).
 WINGS = {
     "cluster": (),
     "job": (),
     "exchange": ("job",),
     "algorithm": ("exchange", "job"),
     "estimator": ("algorithm", "cluster", "job"),
-    "keras": ("algorithm", "cluster", "job"),
+    "eager": ("algorithm", "cluster", "job"),
+    "keras": ("eager",),
 }
 #: The library's modules: the package folder (the algorithm) and its wings.
 LIBRARY = _modules("") + [path for wing in WINGS if wing != "algorithm" for path in _modules(wing)]

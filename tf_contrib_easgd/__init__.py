@@ -3,11 +3,11 @@
 A drop-in replacement for `tf.contrib.opt.ElasticAverageOptimizer` and
 `tf.contrib.opt.ElasticAverageCustomGetter`, built on `tf.compat.v1`, with the pieces a
 between-graph job needs to find its cluster (flags, TF_CONFIG, a Slurm job step), start,
-end and recover; and `ElasticAverageCallback` (also `tf_contrib_easgd.keras`), the same
-averaging for Keras `model.fit` in TF 2. The names below load their module, and
-TensorFlow with it, when first used: `import tf_contrib_easgd` alone, and the
-command-line tools' `--help`, import no TensorFlow. docs/DESIGN.md shows how the parts
-fit.
+end and recover; `ElasticAverageWorker`, the same averaging for a TF 2 custom training loop,
+and `ElasticAverageCallback` (also `tf_contrib_easgd.keras`), for Keras `model.fit`. The
+names below load their module, and TensorFlow with it, when first used: `import
+tf_contrib_easgd` alone, and the command-line tools' `--help`, import no TensorFlow.
+docs/DESIGN.md shows how the parts fit.
 """
 
 import importlib
@@ -21,6 +21,7 @@ _PUBLIC = {
     "LOCAL_VARIABLE_NAME": "custom_getter",
     "ElasticAverageCustomGetter": "custom_getter",
     "ElasticAverageCallback": "keras.callback",
+    "ElasticAverageWorker": "eager.worker",
     "ElasticAverageOptimizer": "optimizer",
     "ElasticAverageOptimizerHook": "hook",
     "ElasticPenaltyWarning": "penalty",
@@ -54,6 +55,7 @@ __all__ = [
     "ElasticAverageCustomGetter",
     "ElasticAverageOptimizer",
     "ElasticAverageOptimizerHook",
+    "ElasticAverageWorker",
     "ElasticPenaltyWarning",
     "FinishedWorkers",
     "GLOBAL_STEP",

@@ -2,21 +2,18 @@
 
 Every worker process runs its own `model.fit` with this callback, eagerly (TF2, Keras 3 or
 tf-keras); every `communication_period` batches its weights and the centre held by the
-parameter servers move towards each other. The centre is reached through a `CentreLink`
-(a TF1 graph and session of the worker's own). docs/KERAS.md says how to use it.
+parameter servers move towards each other. The callback adapts Keras's calls to an
+`ElasticAverageWorker` (eager/worker.py), which does the work for custom training loops
+too. docs/KERAS.md says how to use it.
 """
 
-import concurrent.futures
 import os
 
 import numpy as np
 import tensorflow as tf
 
-from tf_contrib_easgd import _validation
-from tf_contrib_easgd.cluster.resolver import ClusterTask
-from tf_contrib_easgd.job.recovery import train_with_recovery, wait_until_reachable
+from tf_contrib_easgd.eager.worker import ElasticAverageWorker, Settings, check_eager
 from tf_contrib_easgd.keras import model_weights
-from tf_contrib_easgd.keras.centre_link import CentreLink
 
 #: What the chief writes into model_dir at the end of training: the centre as a model.
 SAVED_MODEL = "centre.keras"
@@ -91,70 +88,69 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
             ValueError: if an argument is out of range, or `cluster` is a parameter server.
         """
         super().__init__()
-        self._task = _checked_worker(cluster)
-        self._period = _validation.check_int(communication_period, "communication_period", 1)
-        moving_rate = _validation.check_number(moving_rate, "moving_rate", low=0.0, high=1.0)
-        if moving_rate is None:
-            moving_rate = 0.9 / self._period / self._task.num_workers
-        self._moving_rate = moving_rate
-        if model_dir is not None and not isinstance(model_dir, str | os.PathLike):
-            raise TypeError(f"model_dir must be a path or None, got {model_dir!r}.")
-        self._model_dir = None if model_dir is None else os.fspath(model_dir)
-        self._timeout_secs = _validation.check_number(timeout_secs, "timeout_secs", low=0.0)
-        if save_checkpoint_steps is not None:
-            _validation.check_int(save_checkpoint_steps, "save_checkpoint_steps", 1)
-        self._save_steps = save_checkpoint_steps
-        self._stop_ps = _validation.check_bool(stop_parameter_servers, "stop_parameter_servers")
-        if server is not None and not hasattr(server, "target"):
-            raise TypeError(f"server must be a tf.distribute.Server or None, got {server!r}.")
-        self._server = server
-        self._overlap = _validation.check_bool(overlap, "overlap")
-        self._sender = None  # With overlap: the thread that sends the exchanges.
-        self._in_flight = None  # With overlap: the exchange sent and not landed yet.
-        self._link = None
+        self._settings = Settings.checked(
+            cluster,
+            communication_period,
+            moving_rate,
+            model_dir,
+            timeout_secs,
+            save_checkpoint_steps,
+            stop_parameter_servers,
+            server,
+            overlap,
+        )
+        self._worker = None  # The `ElasticAverageWorker` of the model, made by the first fit.
         self._keras_weights = []  # The model's averaged weights, as Keras holds them.
-        self._weights = []  # The same, as the tf.Variables that hold them.
-        self._steps = 0  # Batches trained by this process.
         self._epoch_batches = 0  # Batches of the current epoch seen so far.
-        self._exchanges = 0
-        self._global_step = 0
-        self._lost = False  # A parameter server was lost: start again from the centre.
-        self.recoveries = 0
-        self.centre_found = None
-        self.finished = None
 
     # What the callback has done, for logs and tests.
 
     @property
     def communication_period(self):
         """Batches between two exchanges (tau)."""
-        return self._period
+        return self._settings.period
 
     @property
     def moving_rate(self):
         """The elastic rate alpha."""
-        return self._moving_rate
+        return self._settings.moving_rate
 
     @property
     def overlap(self):
         """Whether exchanges overlap the batches that follow them."""
-        return self._overlap
+        return self._settings.overlap
 
     @property
     def local_steps(self):
         """Batches this process has trained."""
-        return self._steps
+        return self._worker.local_steps if self._worker is not None else 0
 
     @property
     def exchanges(self):
         """Exchanges this process has made."""
-        return self._exchanges
+        return self._worker.exchanges if self._worker is not None else 0
 
     @property
     def global_step(self):
         """The exchanges of all workers, as of this worker's start, last exchange or end
         of `fit` (on the chief, after the others have finished)."""
-        return self._global_step
+        return self._worker.global_step if self._worker is not None else 0
+
+    @property
+    def recoveries(self):
+        """Times this worker started again from the centre after a lost parameter server."""
+        return self._worker.recoveries if self._worker is not None else 0
+
+    @property
+    def centre_found(self):
+        """How the last start found the centre: "kept", "restored", "initialised" (the
+        chief) or "waited" (another worker); None before `fit`."""
+        return self._worker.centre_found if self._worker is not None else None
+
+    @property
+    def finished(self):
+        """On the chief after `fit`, the other workers' `FinishedWorkers`; else None."""
+        return self._worker.finished if self._worker is not None else None
 
     def centre_weights(self):
         """Returns the centre as `model.get_weights()` would: an array per weight (the
@@ -164,14 +160,14 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
         Raises:
             RuntimeError: outside `fit`.
         """
-        centre = dict(zip((id(w) for w in self._keras_weights), self._read_centre(), strict=True))
+        centre = dict(zip(map(id, self._keras_weights), self._read_centre(), strict=True))
         return [centre.get(id(w), np.asarray(w.numpy())) for w in self.model.weights]
 
     def elastic_distance(self):
         """The Euclidean norm of (the worker's weights - the centre) over every averaged
         weight: 0 right after a start. During `fit` only, as `centre_weights`."""
-        pairs = zip(self._values(), self._read_centre(), strict=True)
-        return float(np.sqrt(sum(np.sum(np.square(x - c, dtype=np.float64)) for x, c in pairs)))
+        self._read_centre()  # The error outside fit.
+        return self._worker.elastic_distance()
 
     # Keras's calls.
 
@@ -188,17 +184,13 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         """Links to the centre (once) and starts the worker from it."""
-        _check_eager()
-        if self._link is None:
+        check_eager("ElasticAverageCallback", "model.fit")
+        if self._worker is None:
             self._keras_weights = model_weights.averaged_weights(self.model)
-            self._weights = [model_weights.tf_variable(w) for w in self._keras_weights]
-            self._link = self._make_link()
+            self._worker = _KerasWorker.from_settings(self._settings, self._keras_weights)
+            self._worker.model = self.model
         self._epoch_batches = 0
-        if self._link.connected:  # A later fit: its session is open, start from the centre.
-            self._reliably(self._copy_centre)
-        else:
-            self._lost = True  # Nothing linked yet: connect, then copy the centre.
-            self._reliably(lambda: None)
+        self._worker.start()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch_batches = 0
@@ -208,176 +200,35 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
         every `communication_period` of them."""
         taken = max(batch + 1 - self._epoch_batches, 1)
         self._epoch_batches = batch + 1
-        before, self._steps = self._steps, self._steps + taken
-        if self._steps // self._period > before // self._period:
-            self._reliably(self._exchange)
-        if self._saves_every_steps() and self._steps // self._save_steps > before // (
-            self._save_steps
-        ):
-            self._reliably(self._link.save_checkpoint)
+        self._worker.step(taken)
 
     def on_epoch_end(self, epoch, logs=None):
-        if self._task.is_chief and self._model_dir and self._save_steps is None:
-            self._reliably(self._link.save_checkpoint)
+        if self._settings.save_steps is None:
+            self._worker.save_checkpoint()  # The chief's, with a model_dir.
 
     def on_train_end(self, logs=None):
         """Ends the job's `fit` in order: see the class docstring."""
-        self._reliably(self._land)  # With overlap, the last exchange's move.
-        self.finished = self._reliably(lambda: self._link.finish(self._steps, self._timeout_secs))
-        self._reliably(self._copy_centre)
-        self._global_step = self._reliably(self._link.global_step)
-        if self._task.is_chief and self._model_dir:
-            self._reliably(self._link.save_checkpoint)
-            self.model.save(os.path.join(self._model_dir, SAVED_MODEL))
-            self.model.save_weights(os.path.join(self._model_dir, SAVED_WEIGHTS))
-        if self._task.is_chief and self._stop_ps:
-            self._link.close()
-            self._link.stop_parameter_servers()
-
-    # The work.
-
-    def _make_link(self):
-        config = tf.compat.v1.ConfigProto(
-            device_filters=["/job:ps", self._task.device],
-            operation_timeout_in_ms=max(int(self._timeout_secs * 1000), 1),
-        )
-        if self._server is None:
-            try:
-                self._server = tf.distribute.Server(
-                    self._task.cluster_spec(),
-                    job_name=self._task.job_name,
-                    task_index=self._task.task_index,
-                    config=config,
-                    start=True,
-                )
-            except tf.errors.UnknownError as error:
-                raise RuntimeError(
-                    f"Could not start {self._task.name}'s server on {self._task.address} "
-                    f"({error.message}): is the port taken, by another process or by a "
-                    "server this process started already (then pass it as server=)?"
-                ) from None
-        if self._model_dir and self._task.is_chief:
-            os.makedirs(self._model_dir, exist_ok=True)
-        return CentreLink(
-            self._task,
-            model_weights.centre_specs(self._keras_weights),
-            self._moving_rate,
-            self._server,
-            config,
-            self._model_dir if self._task.is_chief else None,
-        )
-
-    def _reliably(self, action):
-        """Runs `action()`; after a lost parameter server, waits until the parameter servers
-        are back, starts again from the centre, and runs `action()` again.
-
-        Returns:
-            What `action` returns.
-        """
-
-        def attempt():
-            if self._lost:
-                self._start()
-            return action()
-
-        return train_with_recovery(
-            attempt, self._task.ps_hosts, self._timeout_secs, self._on_recovery
-        )
-
-    def _start(self):
-        """Opens the link's session and copies the centre into the model."""
-        wait_until_reachable(self._task.ps_hosts, self._timeout_secs)
-        self.centre_found = self._link.connect(self._values(), self._timeout_secs)
-        self._copy_centre()
-        self._global_step = self._link.global_step()
-        self._lost = False
-        tf.compat.v1.logging.info(
-            "%s started from the centre (%s), %d exchanges so far.",
-            self._task.name,
-            self.centre_found,
-            self._global_step,
-        )
-
-    def _exchange(self):
-        """One exchange: x and the centre move towards each other by the same d. With
-        overlap, the last exchange's d lands first and this one is sent off."""
-        if not self._overlap:
-            self._apply(*self._link.exchange(self._values()))
-            return
-        self._land()
-        if self._sender is None:
-            self._sender = concurrent.futures.ThreadPoolExecutor(1, "easgd_exchange")
-        # A copy: training goes on while the exchange reads it.
-        values = [np.array(value) for value in self._values()]
-        self._in_flight = self._sender.submit(self._link.exchange, values)
-
-    def _land(self):
-        """With overlap, waits for the exchange in flight, if any, and applies its d."""
-        if self._in_flight is not None:
-            in_flight, self._in_flight = self._in_flight, None
-            self._apply(*in_flight.result())
-
-    def _apply(self, deltas, global_step):
-        for weight, delta in zip(self._weights, deltas, strict=True):
-            weight.assign_sub(delta)
-        self._global_step = global_step
-        self._exchanges += 1
-
-    def _on_recovery(self, error, recoveries):
-        del error, recoveries  # `train_with_recovery` logs them.
-        if self._in_flight is not None:
-            # Lost with the session, or the centre has its move already: the worker
-            # starts again from the centre either way. Not left running on the old session.
-            concurrent.futures.wait([self._in_flight], self._timeout_secs)
-            self._in_flight = None
-        self._lost = True
-        self.recoveries += 1
+        self._worker.end()
 
     def _read_centre(self):
-        if not self._link or not self._link.connected:
+        if self._worker is None or not self._worker.started:
             raise RuntimeError(
                 "The centre is read during model.fit only: call this from a callback."
             )
-        return self._link.read()
-
-    def _copy_centre(self):
-        for weight, value in zip(self._weights, self._link.read(), strict=True):
-            weight.assign(value)
-
-    def _values(self):
-        return [np.asarray(weight.numpy()) for weight in self._weights]
-
-    def _saves_every_steps(self):
-        return self._task.is_chief and self._model_dir and self._save_steps is not None
+        return self._worker.centre_values()
 
 
-def _checked_worker(cluster):
-    """`cluster`, checked: a `ClusterTask` of a worker."""
-    if not isinstance(cluster, ClusterTask):
-        raise TypeError(
-            "cluster must be the tf_contrib_easgd.ClusterTask of this worker (from "
-            "cluster_from_hosts, cluster_from_tf_config or cluster_from_slurm), got "
-            f"{cluster!r} of type {type(cluster).__name__}."
-        )
-    if cluster.is_ps:
-        raise ValueError(
-            f"cluster is {cluster.name}, a parameter server: a ps task serves the centre "
-            "(tf_contrib_easgd.serve_until_done(server)) and runs no model.fit."
-        )
-    return cluster
+class _KerasWorker(ElasticAverageWorker):
+    """The callback's worker: the chief writes the centre as Keras files, not a checkpoint."""
+
+    model = None
+
+    def _export(self, model_dir):
+        self.model.save(os.path.join(model_dir, SAVED_MODEL))
+        self.model.save_weights(os.path.join(model_dir, SAVED_WEIGHTS))
 
 
 def _keras_name():
     """Which Keras tf.keras is, e.g. "keras 3.15.1" or "tf_keras 2.21.0"."""
     package = tf.keras.__name__.split(".")[0]
     return f"{package} {getattr(tf.keras, '__version__', '')}".strip()
-
-
-def _check_eager():
-    if not tf.executing_eagerly():
-        raise ValueError(
-            "ElasticAverageCallback works with model.fit in eager mode (TF 2), but fit runs "
-            "in graph mode here (eager execution disabled by tf.compat.v1."
-            "disable_eager_execution() or disable_v2_behavior(), or a tf.Graph().as_default() "
-            "block). In a TF1 graph, train with ElasticAverageOptimizer instead."
-        )

@@ -1,17 +1,13 @@
-"""Which weights of a Keras model have a centre, the variables that hold them, their names.
+"""Which weights of a Keras model have a centre, and their centres' names.
 
-Keras 3 and tf-keras alike: `averaged_weights` picks every floating-point weight once,
-`tf_variable` finds the `tf.Variable` behind each, and `centre_specs` names their centres
-by position, so that every worker names them alike.
+Keras 3 and tf-keras alike: `averaged_weights` picks every floating-point weight once, with
+Keras's own error for a model not built, and `centre_specs` names their centres by
+position, as `ElasticAverageWorker` does, so that every worker names them alike.
 """
-
-import re
 
 import tensorflow as tf
 
-from tf_contrib_easgd.keras.centre_link import CentreSpec
-
-_INVALID_NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_.\-/]")
+from tf_contrib_easgd.eager import variables
 
 
 def averaged_weights(model):
@@ -33,30 +29,7 @@ def averaged_weights(model):
     return weights
 
 
-def tf_variable(weight):
-    """The `tf.Variable` that holds `weight`: itself (tf-keras), or the one a Keras 3
-    variable wraps (its `value` on the TensorFlow backend); else `weight` itself. Reads and
-    updates go to it directly: Keras 3's own `assign_sub` reads, subtracts and assigns the
-    whole variable again."""
-    if isinstance(weight, tf.Variable):
-        return weight
-    value = getattr(weight, "value", None)
-    return value if isinstance(value, tf.Variable) else weight
-
-
 def centre_specs(weights):
-    """A `CentreSpec` per weight, named by its position and short name ("weight_03_kernel").
-
-    Not by its path: Keras numbers unnamed layers and models per process ("dense",
-    "dense_1", ...), so a worker that built another model first would give the same weight
-    another path than the chief's, and wait for centres nobody makes. Workers train the
-    same architecture, so positions agree.
-    """
-    width = len(str(len(weights) - 1))
-    specs = []
-    for index, weight in enumerate(weights):
-        path = getattr(weight, "path", None) or weight.name.split(":")[0]
-        short = _INVALID_NAME_CHARACTERS.sub("_", path.rsplit("/", 1)[-1])
-        name = f"weight_{index:0{width}d}_{short}"
-        specs.append(CentreSpec(name, tuple(weight.shape), tf.as_dtype(weight.dtype)))
-    return specs
+    """A `CentreSpec` per weight, named by its position and short name ("weight_03_kernel"),
+    as an `ElasticAverageWorker` names them (`eager.variables.centre_specs`)."""
+    return variables.centre_specs(weights)

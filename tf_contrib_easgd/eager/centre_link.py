@@ -1,9 +1,10 @@
-"""A Keras worker's link to the centre: a TF1 graph and session of its own on the ps cluster.
+"""An eager worker's link to the centre: a TF1 graph and session of its own on the ps cluster.
 
-The model trains eagerly; the centre lives in the parameter servers' resource managers as in
-a TF1 job, where every worker's session finds it by name. `CentreLink` builds, once, the
-graph of everything a worker asks of the centre (start, exchange, checkpoint, end of job)
-and opens its session with the library's session creators. docs/KERAS.md, "How it works".
+The variables train eagerly (a custom loop, or Keras `model.fit`); the centre lives in the
+parameter servers' resource managers as in a TF1 job, where every worker's session finds it
+by name. `CentreLink` builds, once, the graph of everything a worker asks of the centre
+(start, exchange, checkpoint, end of job) and opens its session with the library's session
+creators. docs/KERAS.md, "How it works".
 """
 
 import dataclasses
@@ -24,7 +25,7 @@ CHECKPOINT_PREFIX = "centre.ckpt"
 
 @dataclasses.dataclass(frozen=True)
 class CentreSpec:
-    """One averaged weight: its centre's name (without the prefix), shape and dtype."""
+    """One averaged variable: its centre's name (without the prefix), shape and dtype."""
 
     name: str
     shape: tuple
@@ -32,14 +33,17 @@ class CentreSpec:
 
 
 class CentreLink:
-    """The centre of a Keras model on the parameter servers, and one worker's session to it.
+    """The centre of a worker's variables on the parameter servers, and its session to it.
 
-    Each weight has a centre variable `global_center_variable/NAME` on a parameter server
-    (placed by size, the largest first on the least loaded task), and ps 0 holds
-    `global_step`, which counts the exchanges of all workers. An exchange is one
-    `session.run`: the worker feeds its weights x; each parameter server computes
-    d = alpha * (x - c) for its centres, adds d to them and returns d, which the worker
-    subtracts from its weights. Each tensor crosses once each way.
+    Each variable has a centre `global_center_variable/NAME` on a parameter server (placed
+    by size, the largest first on the least loaded task), and ps 0 holds `global_step`,
+    which counts the exchanges of all workers. An exchange is one `session.run`: the worker
+    feeds its values x; each parameter server computes d = alpha * (x - c) for its centres,
+    adds d to them and returns d, which the worker subtracts from its variables. Each
+    tensor crosses once each way. The run's graph has a partition per parameter server,
+    and the master starts them all at once: the calls to P parameter servers are in flight
+    together, and the exchange ends when the last one has answered (`global_step` moves
+    once every centre has).
     """
 
     def __init__(self, task, specs, moving_rate, server, session_config, model_dir):
@@ -47,7 +51,7 @@ class CentreLink:
 
         Args:
             task: the worker's `ClusterTask`.
-            specs: a `CentreSpec` per averaged weight, in the model's order.
+            specs: a `CentreSpec` per averaged variable, in the worker's order.
             moving_rate: alpha, a float in (0, 1].
             server: the worker's started `tf.distribute.Server`.
             session_config: the `tf.compat.v1.ConfigProto` of the sessions.
@@ -79,9 +83,8 @@ class CentreLink:
                     name=f"{GLOBAL_VARIABLE_NAME}/{spec.name}",
                     trainable=False,
                 )
-                # d is computed once, here; the worker subtracts the same d.
-                delta = tf.cast(moving_rate, spec.dtype) * (value - centre.value())
-                moves.append(centre.assign_add(delta, read_value=False))
+                delta, move = self._move_centre(spec, centre, value, moving_rate)
+                moves.append(move)
             centres.append(centre)
             deltas.append(delta)
         with tf.compat.v1.device("/job:ps/task:0"):
@@ -105,15 +108,23 @@ class CentreLink:
                 task.cluster_spec(), task.is_chief, task.task_index
             )
 
+    def _move_centre(self, spec, centre, value, moving_rate):
+        """On the centre's parameter server: d = alpha * (x - c) and the op adding d to c.
+
+        d is computed once, here; the worker subtracts the same d. Returns `(d, move)`.
+        """
+        delta = tf.cast(moving_rate, spec.dtype) * (value - centre.value())
+        return delta, centre.assign_add(delta, read_value=False)
+
     def connect(self, initial_values, timeout_secs):
         """Opens the session; the chief first sets up the centre, the others wait for it.
 
         The chief keeps a centre the parameter servers hold (a restarted chief), restores
         the latest checkpoint of `model_dir` when they lost part of it (a restarted ps),
-        and otherwise initialises it from `initial_values`, its own weights.
+        and otherwise initialises it from `initial_values`, its own values.
 
         Args:
-            initial_values: the chief's weights, an array per weight, used only to
+            initial_values: the chief's values, an array per variable, used only to
                 initialise the centre.
             timeout_secs: how long a non-chief waits for the chief's centre.
 
@@ -162,18 +173,18 @@ class CentreLink:
         return self._session is not None
 
     def read(self):
-        """Returns the centre: an array per weight."""
+        """Returns the centre: an array per variable."""
         return self._session.run(self._read)
 
     def exchange(self, values):
         """Moves the centre towards `values` by d = alpha * (values - centre).
 
         Args:
-            values: the worker's weights, an array per weight.
+            values: the worker's values, an array per variable.
 
         Returns:
-            `(deltas, global_step)`: the d of each weight, to subtract from the worker's
-            weights, and the exchanges of all workers so far.
+            `(deltas, global_step)`: the d of each variable, to subtract from the worker's
+            variables, and the exchanges of all workers so far.
         """
         deltas, step = self._run_exchange(*values)
         return deltas, int(step)
@@ -210,7 +221,7 @@ class CentreLink:
 
 
 def _balance(specs, num_ps):
-    """The parameter server of each weight's centre: by size, the largest first, each on the
+    """The parameter server of each variable's centre: by size, the largest first, each on the
     task with the fewest bytes so far (ties: the lowest index)."""
     loads = [0] * num_ps
     devices = [None] * len(specs)

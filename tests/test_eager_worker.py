@@ -1,0 +1,238 @@
+"""ElasticAverageWorker: EASGD in a TF 2 custom training loop, with in-process servers.
+
+The bad-input tests start no server. The cluster tests start their own servers (the
+centre's names carry no container, so each test has a cluster of its own), train eagerly
+in a `tf.function` and check the values worked out by hand. The worker is eager only:
+TF1's ref variables cannot be trained by an eager loop, so there is one variable world
+here (graph mode is refused). Jobs of real processes: tests/test_custom_loop.py.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from clusters import InProcessCluster
+
+from tf_contrib_easgd import ElasticAverageWorker, cluster_from_hosts
+from tf_contrib_easgd.eager.centre_link import CentreLink
+
+PS, W0, W1 = "localhost:2222", "localhost:2223", "localhost:2224"
+WORKER = cluster_from_hosts("worker", 0, PS, f"{W0},{W1}")
+
+
+def _floats():
+    return [tf.Variable([0.5, 0.5], name="kernel"), tf.Variable(0.0, name="bias")]
+
+
+# --- Bad input: a clear error, naming the argument and the value, before anything starts ----
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"cluster": None}, TypeError, r"cluster must be the tf_contrib_easgd.ClusterTask .* "
+         r"got None"),
+        ({"cluster": cluster_from_hosts("ps", 0, PS, W0)}, ValueError, "cluster is ps 0, a "
+         "parameter server"),
+        ({"variables": None}, TypeError, "variables must be a list of tf.Variables .* got None"),
+        ({"variables": []}, ValueError, "variables is empty: pass the variables to average"),
+        ({"variables": [np.zeros(2)]}, TypeError, r"variables\[0\] must be a tf.Variable or a "
+         "Keras variable, got array"),
+        ({"variables": _floats() + [tf.Variable(3, name="count")]}, ValueError,
+         r"variables\[2\] \('count:0'\) is int32: only floating-point variables have a centre"),
+        ({"communication_period": 0}, ValueError, "communication_period must be >= 1, got 0"),
+        ({"communication_period": -3}, ValueError, "communication_period must be >= 1, got -3"),
+        ({"moving_rate": 1.5}, ValueError, r"moving_rate must be in \(0.0, 1.0\], got 1.5"),
+        ({"overlap": "no"}, TypeError, "overlap must be a bool, got 'no'"),
+    ],
+)  # fmt: skip
+def test_bad_arguments_are_refused_at_construction(arguments, error, message):
+    with pytest.raises(error, match=message):
+        ElasticAverageWorker(**{"cluster": WORKER, "variables": _floats(), **arguments})
+
+
+def test_defaults_and_duplicates():
+    kernel, bias = _floats()
+    worker = ElasticAverageWorker(WORKER, [kernel, bias, kernel])
+    assert [id(v) for v in worker._averaged.collect()] == [id(kernel), id(bias)]  # Once each.
+    assert worker.communication_period == 10
+    assert worker.moving_rate == pytest.approx(0.9 / 10 / 2)  # As the optimizer's default.
+    assert not worker.started
+    assert worker.centre_found is None
+
+
+def test_variables_made_by_the_first_step_are_refused_at_start():
+    # A Keras model without an Input and a tf.Module that makes its variables on its first
+    # call have none when the loop starts the worker: a clear error, before any server (the
+    # cluster's addresses have none: reaching it would fail otherwise).
+    class Lazy(tf.Module):
+        def __call__(self, x):
+            if not hasattr(self, "w"):
+                self.w = tf.Variable(tf.zeros([x.shape[-1], 1]))
+            return x @ self.w
+
+    unbuilt = tf.keras.Sequential([tf.keras.layers.Dense(1)], name="unbuilt")
+    for model, name in ((unbuilt, "unbuilt"), (Lazy(name="lazy"), "lazy")):
+        worker = ElasticAverageWorker(WORKER, model, timeout_secs=1)
+        with pytest.raises(ValueError, match=f"'{name}' has no floating-point variables yet"):
+            worker.start()
+        assert not worker.started
+
+
+def test_a_step_before_start_is_refused():
+    worker = ElasticAverageWorker(WORKER, _floats())
+    with pytest.raises(RuntimeError, match=r"step\(\) before start\(\)"):
+        worker.step()
+
+
+def test_graph_mode_is_refused():
+    with tf.Graph().as_default():
+        variables = _floats()  # Graph variables: nothing an eager loop trains.
+        with pytest.raises(ValueError, match="ElasticAverageWorker works with a custom training"):
+            ElasticAverageWorker(WORKER, variables)
+
+
+# --- One exchange, worked out by hand -------------------------------------------------------
+
+
+def _cluster(num_ps, num_workers):
+    """In-process servers, and the `ClusterTask` of each worker."""
+    cluster = InProcessCluster(num_ps=num_ps, num_workers=num_workers)
+    spec = cluster.spec.as_dict()
+    tasks = [
+        cluster_from_hosts("worker", index, spec["ps"], spec["worker"])
+        for index in range(num_workers)
+    ]
+    return cluster, tasks
+
+
+class Linear(tf.Module):
+    """p = x . kernel + bias, made at once (tf.Module lists variables by attribute name:
+    bias, then kernel)."""
+
+    def __init__(self, kernel, bias):
+        super().__init__(name="linear")
+        self.kernel = tf.Variable([kernel, kernel], name="kernel")
+        self.bias = tf.Variable(bias, name="bias")
+
+    def __call__(self, x):
+        return tf.linalg.matvec(x, self.kernel) + self.bias
+
+
+@pytest.mark.cluster
+def test_one_exchange_in_a_tf_function_loop(tmp_path):
+    # One worker, one ps. Input [1, 1], target 0, squared error: p = k1 + k2 + b, gradient
+    # 2p for each variable; plain SGD lr 0.1 in a tf.function, tau 2, alpha 0.5. The chief
+    # initialises the centre from its initial k = [0.5, 0.5], b = 0.
+    # step 1: p = 1.0,  grad 2.0:  k = 0.3,  b = -0.2
+    # step 2: p = 0.4,  grad 0.8:  k = 0.22, b = -0.28; exchange:
+    #         d_k = 0.5 * (0.22 - 0.5) = -0.14, d_b = 0.5 * (-0.28 - 0) = -0.14
+    #         worker k = 0.36, b = -0.14; centre k = 0.36, b = -0.14; global_step 1
+    # step 3: p = 0.58, grad 1.16: k = 0.244, b = -0.256; the centre stays.
+    # end(): the worker copies the centre, k = 0.36, b = -0.14.
+    cluster, (task,) = _cluster(num_ps=1, num_workers=1)
+    model = Linear(0.5, 0.0)
+
+    @tf.function
+    def train_step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(model(x)))
+        variables = model.trainable_variables
+        for variable, gradient in zip(variables, tape.gradient(loss, variables), strict=True):
+            variable.assign_sub(0.1 * gradient)
+
+    worker = ElasticAverageWorker(
+        task, model, 2, 0.5, tmp_path, server=cluster.servers["worker", 0], timeout_secs=30
+    )
+    rows = []
+    with worker:
+        assert (worker.centre_found, worker.elastic_distance()) == ("initialised", 0.0)
+        for _ in range(3):
+            train_step(tf.ones([1, 2]))
+            worker.step()
+            (centre_b, centre_k) = worker.centre_values()  # Bias first: by attribute name.
+            rows.append((*model.kernel.numpy(), model.bias.numpy(), *centre_k, centre_b))
+    np.testing.assert_allclose(
+        rows,
+        [
+            (0.3, 0.3, -0.2, 0.5, 0.5, 0.0),
+            (0.36, 0.36, -0.14, 0.36, 0.36, -0.14),
+            (0.244, 0.244, -0.256, 0.36, 0.36, -0.14),
+        ],
+        rtol=1e-6,
+        atol=1e-7,
+    )
+    assert (worker.local_steps, worker.exchanges, worker.global_step) == (3, 1, 1)
+    np.testing.assert_allclose([*model.kernel.numpy(), model.bias.numpy()], [0.36, 0.36, -0.14])
+    # The chief wrote the centre where plain TF 2 reads it, into a module of the same shape.
+    plain = Linear(0.0, 0.0)
+    tf.train.Checkpoint(model=plain).read(str(tmp_path / "centre")).assert_consumed()
+    np.testing.assert_allclose([*plain.kernel.numpy(), plain.bias.numpy()], [0.36, 0.36, -0.14])
+    # And a TF1 checkpoint of the centre, for a restarted parameter server.
+    reader = tf.train.load_checkpoint(str(tmp_path))
+    assert reader.get_tensor("global_step") == 1
+    np.testing.assert_allclose(
+        reader.get_tensor("global_center_variable/weight_1_kernel"), [0.36, 0.36]
+    )
+
+
+# --- Every parameter server at once (issue 38): the calls overlap ---------------------------
+
+
+class _BarrierLink(CentreLink):
+    """A link whose parameter servers each wait, before computing their first centre's d,
+    until every other one has begun its part of the same exchange: ps i puts a token (made
+    from the values it was sent) into the queue of every other ps, then takes P - 1 from its
+    own. Calls made one after the other would leave the first waiting for tokens that the
+    later calls bring, until the operation timeout fails the exchange."""
+
+    def _move_centre(self, spec, centre, value, moving_rate):
+        task = tf.DeviceSpec.from_string(centre.device).task
+        if not hasattr(self, "queues"):
+            self.queues, self.waiting = {}, set()
+            for index in range(self._task.num_ps):
+                with tf.compat.v1.device(f"/job:ps/task:{index}"):
+                    self.queues[index] = tf.queue.FIFOQueue(
+                        self._task.num_ps, tf.float32, shapes=[[]], shared_name=f"barrier{index}"
+                    )
+        if task in self.waiting:
+            return super()._move_centre(spec, centre, value, moving_rate)
+        self.waiting.add(task)
+        token = tf.reduce_sum(value)  # On ps `task`: it has the values.
+        arrivals = []
+        for index, queue in self.queues.items():
+            if index != task:
+                with tf.compat.v1.device(f"/job:ps/task:{index}"):
+                    arrivals.append(queue.enqueue(token))
+        with tf.control_dependencies(arrivals):
+            others = self.queues[task].dequeue_many(self._task.num_ps - 1)
+        with tf.control_dependencies([others]):
+            return super()._move_centre(spec, centre, value, moving_rate)
+
+
+class _BarrierWorker(ElasticAverageWorker):
+    def _link_class(self):
+        return _BarrierLink
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("num_ps", [2, 4])
+def test_an_exchange_calls_every_parameter_server_at_once(num_ps):
+    # num_ps variables of 4 floats, one centre per ps (placed by size, then task index).
+    # The centre starts at the chief's values v_i = [i, i, i, i]; the loop then sets each
+    # to v_i + 2, and the exchange at tau 1, alpha 0.5 moves both by d = 0.5 * 2 = 1: the
+    # worker to v_i + 1, the centre to v_i + 1. It can only complete if every ps's part
+    # ran while the others' did (the barrier above).
+    cluster, (task,) = _cluster(num_ps=num_ps, num_workers=1)
+    variables = [tf.Variable(tf.fill([4], float(i))) for i in range(num_ps)]
+    worker = _BarrierWorker(
+        task, variables, 1, 0.5, server=cluster.servers["worker", 0], timeout_secs=30
+    )
+    with worker:
+        assert worker._link.waiting == set(range(num_ps))  # A centre, and a barrier, per ps.
+        for variable in variables:
+            variable.assign_add(tf.fill([4], 2.0))
+        worker.step()
+        expected = [np.full(4, i + 1.0) for i in range(num_ps)]
+        np.testing.assert_allclose(worker.values(), expected)
+        np.testing.assert_allclose(worker.centre_values(), expected)
+        assert worker.global_step == 1

@@ -1,0 +1,491 @@
+"""ElasticAverageWorker: Elastic Averaging SGD for any variables trained eagerly in TF 2.
+
+A custom training loop (`tf.GradientTape` and an optimizer, usually in a `tf.function`)
+calls the worker once per step; `ElasticAverageCallback` is the same worker driven by
+Keras's `model.fit`. The centre lives on the parameter servers of a ps/worker cluster and is
+reached through a `CentreLink`. docs/KERAS.md ("A custom training loop") says how to use it.
+"""
+
+import concurrent.futures
+import dataclasses
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from tf_contrib_easgd import _validation
+from tf_contrib_easgd.cluster.resolver import ClusterTask
+from tf_contrib_easgd.eager.centre_link import CentreLink
+from tf_contrib_easgd.eager.variables import Averaged, centre_specs, tf_variable
+from tf_contrib_easgd.job.recovery import train_with_recovery, wait_until_reachable
+
+#: The chief's final centre in model_dir, as a `tf.train.Checkpoint` of the variables given.
+CENTRE_CHECKPOINT = "centre"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """A worker's checked arguments (see `ElasticAverageWorker`); `checked` makes one."""
+
+    task: ClusterTask
+    period: int
+    moving_rate: float
+    model_dir: str | None
+    timeout_secs: float
+    save_steps: int | None
+    stop_ps: bool
+    server: object
+    overlap: bool
+
+    @classmethod
+    def checked(
+        cls,
+        cluster,
+        communication_period,
+        moving_rate,
+        model_dir,
+        timeout_secs,
+        save_checkpoint_steps,
+        stop_parameter_servers,
+        server,
+        overlap,
+    ):
+        """The arguments, checked; `moving_rate` None becomes 0.9 / tau / workers.
+
+        Raises:
+            TypeError: if an argument has the wrong type (e.g. `cluster` is None).
+            ValueError: if an argument is out of range, or `cluster` is a parameter server.
+        """
+        task = _checked_worker(cluster)
+        period = _validation.check_int(communication_period, "communication_period", 1)
+        rate = _validation.check_number(moving_rate, "moving_rate", low=0.0, high=1.0)
+        if model_dir is not None and not isinstance(model_dir, str | os.PathLike):
+            raise TypeError(f"model_dir must be a path or None, got {model_dir!r}.")
+        timeout_secs = _validation.check_number(timeout_secs, "timeout_secs", low=0.0)
+        if save_checkpoint_steps is not None:
+            _validation.check_int(save_checkpoint_steps, "save_checkpoint_steps", 1)
+        stop_ps = _validation.check_bool(stop_parameter_servers, "stop_parameter_servers")
+        if server is not None and not hasattr(server, "target"):
+            raise TypeError(f"server must be a tf.distribute.Server or None, got {server!r}.")
+        return cls(
+            task=task,
+            period=period,
+            moving_rate=0.9 / period / task.num_workers if rate is None else rate,
+            model_dir=None if model_dir is None else os.fspath(model_dir),
+            timeout_secs=timeout_secs,
+            save_steps=save_checkpoint_steps,
+            stop_ps=stop_ps,
+            server=server,
+            overlap=_validation.check_bool(overlap, "overlap"),
+        )
+
+
+class ElasticAverageWorker:
+    """One worker of asynchronous Elastic Averaging SGD, for variables trained eagerly.
+
+    Each worker task runs its own training loop in its own process, with any optimizer, and
+    calls the worker once per local step:
+
+        worker = ElasticAverageWorker(task, model, communication_period=10, model_dir=...)
+        with worker:  # Starts from the centre; at the end, ends the job.
+            for images, labels in dataset:
+                train_step(images, labels)  # A tf.function: tape, gradients, optimizer.
+                worker.step()
+
+    * `start()` (entering `with`) starts the variables from the centre: the chief (worker 0)
+      sets the centre up from its own variables (or keeps the one the parameter servers
+      hold, or restores the latest checkpoint of `model_dir` into them), the other workers
+      wait for it, at most `timeout_secs`, then copy it;
+    * `step()`, every `communication_period` calls (tau), sends the variables x to the
+      parameter servers, which compute d = moving_rate * (x - c) once per variable, add d
+      to the centre c and send d back; the worker subtracts the same d from x (with
+      `overlap=True`, at its next exchange, while this one travels);
+    * after a lost parameter server, waits for it and starts again from the centre (the
+      chief restores its latest checkpoint into a restarted ps);
+    * `end()` (leaving `with` without an error) copies the centre into the variables; the
+      chief first waits for the other workers' `end()` (at most `timeout_secs`), then
+      checkpoints the centre in `model_dir`, writes it as a `tf.train.Checkpoint`
+      (`centre`, which plain TF 2 reads) and stops the parameter servers.
+
+    The optimizer's state stays the worker's. There is no elastic penalty between exchanges
+    (rho = 0, the paper's asynchronous EASGD). The parameter servers are
+    `tf.distribute.Server`s that run `tf_contrib_easgd.serve_until_done(server)`.
+    """
+
+    def __init__(
+        self,
+        cluster,
+        variables,
+        communication_period=10,
+        moving_rate=None,
+        model_dir=None,
+        *,
+        timeout_secs=600.0,
+        save_checkpoint_steps=None,
+        stop_parameter_servers=True,
+        server=None,
+        overlap=False,
+    ):
+        """Checks the arguments; the cluster is reached by `start()`.
+
+        Args:
+            cluster: this worker's `tf_contrib_easgd.ClusterTask` (`cluster_from_hosts`,
+                `cluster_from_tf_config`, `cluster_from_slurm`); worker 0 is the chief.
+            variables: what to average: a list of floating-point variables (e.g.
+                `model.trainable_variables` plus what else should be averaged), or a
+                `tf.Module` or Keras model, whose every floating-point variable is averaged
+                (read at `start()`: build it before).
+            communication_period: steps between two exchanges (tau), at least 1.
+            moving_rate: alpha in (0, 1]; None means 0.9 / communication_period /
+                number of workers, as `ElasticAverageOptimizer`'s default.
+            model_dir: where the chief writes checkpoints of the centre (every
+                `save_checkpoint_steps` steps, on `save_checkpoint()`, and at the end) and
+                the final centre; None writes nothing.
+            timeout_secs: deadline of every wait on another task: the centre at the start,
+                a lost parameter server, the other workers at the end.
+            save_checkpoint_steps: see `model_dir`; None or an int >= 1.
+            stop_parameter_servers: whether the chief's `end()` stops the parameter
+                servers' `serve_until_done`.
+            server: this worker's started `tf.distribute.Server`; None starts one on the
+                worker's address at `start()`.
+            overlap: whether each exchange travels while the worker trains the next
+                `communication_period` steps: its d, computed from the values as they were
+                sent, is subtracted at the next exchange (and at `end()`), as
+                `ElasticAverageOptimizer(overlap=True)` does.
+
+        Raises:
+            TypeError: if an argument has the wrong type (e.g. `cluster` is None).
+            ValueError: if an argument is out of range, `cluster` is a parameter server,
+                a variable is not floating-point, or eager execution is off.
+        """
+        settings = Settings.checked(
+            cluster,
+            communication_period,
+            moving_rate,
+            model_dir,
+            timeout_secs,
+            save_checkpoint_steps,
+            stop_parameter_servers,
+            server,
+            overlap,
+        )
+        self._setup(settings, Averaged(variables))
+        check_eager("ElasticAverageWorker", "a custom training loop")
+
+    @classmethod
+    def from_settings(cls, settings, variables):
+        """A worker of checked `Settings` (the Keras callback checks them before `fit`)."""
+        worker = cls.__new__(cls)
+        worker._setup(settings, Averaged(variables))
+        return worker
+
+    def _setup(self, settings, averaged):
+        self._settings = settings
+        self._averaged = averaged
+        self._server = settings.server
+        self._sender = None  # With overlap: the thread that sends the exchanges.
+        self._in_flight = None  # With overlap: the exchange sent and not landed yet.
+        self._link = None
+        self._variables = []  # The averaged variables, as given.
+        self._weights = []  # The same, as the tf.Variables that hold them.
+        self._steps = 0
+        self._exchanges = 0
+        self._global_step = 0
+        self._lost = False  # A parameter server was lost: start again from the centre.
+        self.recoveries = 0
+        self.centre_found = None
+        self.finished = None
+
+    # What the worker has done, for logs and tests.
+
+    @property
+    def communication_period(self):
+        """Steps between two exchanges (tau)."""
+        return self._settings.period
+
+    @property
+    def moving_rate(self):
+        """The elastic rate alpha."""
+        return self._settings.moving_rate
+
+    @property
+    def overlap(self):
+        """Whether exchanges overlap the steps that follow them."""
+        return self._settings.overlap
+
+    @property
+    def variables(self):
+        """The averaged variables, as given (empty before `start()` for a module)."""
+        return list(self._variables)
+
+    @property
+    def local_steps(self):
+        """Steps this process has counted."""
+        return self._steps
+
+    @property
+    def exchanges(self):
+        """Exchanges this process has made."""
+        return self._exchanges
+
+    @property
+    def global_step(self):
+        """The exchanges of all workers, as of this worker's start, last exchange or
+        `end()` (on the chief, after the others have finished)."""
+        return self._global_step
+
+    @property
+    def started(self):
+        """Whether the worker is linked to the centre: from `start()` until the chief's
+        `end()` stops the job (a non-chief's stays linked)."""
+        return self._link is not None and self._link.connected
+
+    def centre_values(self):
+        """The centre, an array per averaged variable, read from the parameter servers.
+
+        Raises:
+            RuntimeError: unless `started`.
+        """
+        if not self.started:
+            raise RuntimeError(
+                "The centre is read between start() and end() only (during model.fit for "
+                "the Keras callback)."
+            )
+        return self._link.read()
+
+    def elastic_distance(self):
+        """The Euclidean norm of (the worker's values - the centre) over every averaged
+        variable: 0 right after a start. Between `start()` and `end()`."""
+        pairs = zip(self.values(), self.centre_values(), strict=True)
+        return float(np.sqrt(sum(np.sum(np.square(x - c, dtype=np.float64)) for x, c in pairs)))
+
+    def values(self):
+        """The worker's own values, an array per averaged variable."""
+        return [np.asarray(weight.numpy()) for weight in self._weights]
+
+    # The loop's calls.
+
+    def start(self):
+        """Links to the centre (once) and starts the variables from it; returns self.
+
+        Raises:
+            ValueError: in graph mode, or if a module or model has no variables yet.
+            TimeoutError: if the centre is not set up within `timeout_secs`.
+        """
+        check_eager("ElasticAverageWorker", "a custom training loop")
+        if self._link is None:
+            self._variables = self._averaged.collect()
+            self._weights = [tf_variable(v) for v in self._variables]
+            self._link = self._make_link()
+        if self._link.connected:  # Started before: its session is open, copy the centre.
+            self._reliably(self._copy_centre)
+        else:
+            self._lost = True  # Nothing linked yet: connect, then copy the centre.
+            self._reliably(lambda: None)
+        return self
+
+    def step(self, steps=1):
+        """Counts `steps` local steps, exchanging every `communication_period` of them and
+        checkpointing (the chief) every `save_checkpoint_steps`."""
+        if self._link is None:
+            raise RuntimeError(
+                "ElasticAverageWorker.step() before start(): start the worker (or enter "
+                "`with worker:`) before the first training step, so that it starts from "
+                "the centre."
+            )
+        before, self._steps = self._steps, self._steps + steps
+        period, save_steps = self._settings.period, self._settings.save_steps
+        if self._steps // period > before // period:
+            self._reliably(self._exchange)
+        if save_steps and self._steps // save_steps > before // save_steps:
+            self.save_checkpoint()
+
+    def save_checkpoint(self):
+        """On the chief with a `model_dir`, writes a checkpoint of the centre (the one a
+        restarted parameter server gets back); elsewhere does nothing. Returns its path."""
+        if self._settings.task.is_chief and self._settings.model_dir:
+            return self._reliably(self._link.save_checkpoint)
+        return None
+
+    def end(self):
+        """Ends the job in order (see the class docstring); the variables hold the centre.
+
+        Returns:
+            On the chief, the `FinishedWorkers` reports; elsewhere None.
+        """
+        settings = self._settings
+        self._reliably(self._land)  # With overlap, the last exchange's move.
+        self.finished = self._reliably(
+            lambda: self._link.finish(self._steps, settings.timeout_secs)
+        )
+        self._reliably(self._copy_centre)
+        self._global_step = self._reliably(self._link.global_step)
+        if settings.task.is_chief and settings.model_dir:
+            self.save_checkpoint()
+            self._export(settings.model_dir)
+        self._close_sender()
+        if settings.task.is_chief and settings.stop_ps:
+            self._link.close()
+            self._link.stop_parameter_servers()
+        return self.finished
+
+    def close(self):
+        """Closes the link without ending the job (after an error in the loop)."""
+        self._close_sender()
+        if self._link is not None:
+            self._link.close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, error_type, error, traceback):
+        if error_type is None:
+            self.end()
+        else:
+            self.close()
+
+    # The work.
+
+    def _export(self, model_dir):
+        """The chief's final centre, as a `tf.train.Checkpoint` of what the user gave: a
+        module or model as `model=`, a list as `variables=`."""
+        owner = self._averaged.owner
+        objects = {"model": owner} if owner is not None else {"variables": self._weights}
+        tf.train.Checkpoint(**objects).write(os.path.join(model_dir, CENTRE_CHECKPOINT))
+
+    def _make_link(self):
+        settings, task = self._settings, self._settings.task
+        config = tf.compat.v1.ConfigProto(
+            device_filters=["/job:ps", task.device],
+            operation_timeout_in_ms=max(int(settings.timeout_secs * 1000), 1),
+        )
+        if self._server is None:
+            try:
+                self._server = tf.distribute.Server(
+                    task.cluster_spec(),
+                    job_name=task.job_name,
+                    task_index=task.task_index,
+                    config=config,
+                    start=True,
+                )
+            except tf.errors.UnknownError as error:
+                raise RuntimeError(
+                    f"Could not start {task.name}'s server on {task.address} "
+                    f"({error.message}): is the port taken, by another process or by a "
+                    "server this process started already (then pass it as server=)?"
+                ) from None
+        if settings.model_dir and task.is_chief:
+            os.makedirs(settings.model_dir, exist_ok=True)
+        return self._link_class()(
+            task,
+            centre_specs(self._variables),
+            settings.moving_rate,
+            self._server,
+            config,
+            settings.model_dir if task.is_chief else None,
+        )
+
+    def _link_class(self):
+        return CentreLink
+
+    def _reliably(self, action):
+        """Runs `action()`; after a lost parameter server, waits until the parameter servers
+        are back, starts again from the centre, and runs `action()` again.
+
+        Returns:
+            What `action` returns.
+        """
+
+        def attempt():
+            if self._lost:
+                self._connect()
+            return action()
+
+        task, timeout = self._settings.task, self._settings.timeout_secs
+        return train_with_recovery(attempt, task.ps_hosts, timeout, self._on_recovery)
+
+    def _connect(self):
+        """Opens the link's session and copies the centre into the variables."""
+        task, timeout = self._settings.task, self._settings.timeout_secs
+        wait_until_reachable(task.ps_hosts, timeout)
+        self.centre_found = self._link.connect(self.values(), timeout)
+        self._copy_centre()
+        self._global_step = self._link.global_step()
+        self._lost = False
+        tf.compat.v1.logging.info(
+            "%s started from the centre (%s), %d exchanges so far.",
+            task.name,
+            self.centre_found,
+            self._global_step,
+        )
+
+    def _exchange(self):
+        """One exchange: x and the centre move towards each other by the same d. With
+        overlap, the last exchange's d lands first and this one is sent off."""
+        if not self._settings.overlap:
+            self._apply(*self._link.exchange(self.values()))
+            return
+        self._land()
+        if self._sender is None:
+            self._sender = concurrent.futures.ThreadPoolExecutor(1, "easgd_exchange")
+        # A copy: training goes on while the exchange reads it.
+        values = [np.array(value) for value in self.values()]
+        self._in_flight = self._sender.submit(self._link.exchange, values)
+
+    def _land(self):
+        """With overlap, waits for the exchange in flight, if any, and applies its d."""
+        if self._in_flight is not None:
+            in_flight, self._in_flight = self._in_flight, None
+            self._apply(*in_flight.result())
+
+    def _apply(self, deltas, global_step):
+        for weight, delta in zip(self._weights, deltas, strict=True):
+            weight.assign_sub(delta)
+        self._global_step = global_step
+        self._exchanges += 1
+
+    def _on_recovery(self, error, recoveries):
+        del error, recoveries  # `train_with_recovery` logs them.
+        if self._in_flight is not None:
+            # Lost with the session, or the centre has its move already: the worker
+            # starts again from the centre either way. Not left running on the old session.
+            concurrent.futures.wait([self._in_flight], self._settings.timeout_secs)
+            self._in_flight = None
+        self._lost = True
+        self.recoveries += 1
+
+    def _copy_centre(self):
+        for weight, value in zip(self._weights, self._link.read(), strict=True):
+            weight.assign(value)
+
+    def _close_sender(self):
+        if self._sender is not None:
+            sender, self._sender = self._sender, None
+            sender.shutdown(wait=True)
+
+
+def check_eager(who, what):
+    """Raises `ValueError` unless eager execution is on: `who` trains `what` in TF 2."""
+    if not tf.executing_eagerly():
+        raise ValueError(
+            f"{who} works with {what} in eager mode (TF 2), but this runs in graph mode "
+            "(eager execution disabled by tf.compat.v1.disable_eager_execution() or "
+            "disable_v2_behavior(), or a tf.Graph().as_default() block). In a TF1 graph, "
+            "train with ElasticAverageOptimizer instead."
+        )
+
+
+def _checked_worker(cluster):
+    """`cluster`, checked: a `ClusterTask` of a worker."""
+    if not isinstance(cluster, ClusterTask):
+        raise TypeError(
+            "cluster must be the tf_contrib_easgd.ClusterTask of this worker (from "
+            "cluster_from_hosts, cluster_from_tf_config or cluster_from_slurm), got "
+            f"{cluster!r} of type {type(cluster).__name__}."
+        )
+    if cluster.is_ps:
+        raise ValueError(
+            f"cluster is {cluster.name}, a parameter server: a ps task serves the centre "
+            "(tf_contrib_easgd.serve_until_done(server)) and trains nothing."
+        )
+    return cluster
