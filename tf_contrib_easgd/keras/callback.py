@@ -12,7 +12,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tf_contrib_easgd.eager.worker import ElasticAverageWorker, Settings, check_eager
+from tf_contrib_easgd.eager.settings import Settings, check_eager
+from tf_contrib_easgd.eager.worker import ElasticAverageWorker
 from tf_contrib_easgd.keras import model_weights
 
 #: What the chief writes into model_dir at the end of training: the centre as a model.

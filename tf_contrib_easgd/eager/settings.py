@@ -1,0 +1,97 @@
+"""An eager worker's arguments, checked before anything is built, and its check of the mode.
+
+`Settings.checked` is shared by `ElasticAverageWorker` and `ElasticAverageCallback`, so both
+refuse the same bad arguments with the same messages, naming the argument and the value.
+"""
+
+import dataclasses
+import os
+
+import tensorflow as tf
+
+from tf_contrib_easgd import _validation
+from tf_contrib_easgd.cluster.resolver import ClusterTask
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """A worker's checked arguments (see `ElasticAverageWorker`); `checked` makes one."""
+
+    task: ClusterTask
+    period: int
+    moving_rate: float
+    model_dir: str | None
+    timeout_secs: float
+    save_steps: int | None
+    stop_ps: bool
+    server: object
+    overlap: bool
+
+    @classmethod
+    def checked(
+        cls,
+        cluster,
+        communication_period,
+        moving_rate,
+        model_dir,
+        timeout_secs,
+        save_checkpoint_steps,
+        stop_parameter_servers,
+        server,
+        overlap,
+    ):
+        """The arguments, checked; `moving_rate` None becomes 0.9 / tau / workers.
+
+        Raises:
+            TypeError: if an argument has the wrong type (e.g. `cluster` is None).
+            ValueError: if an argument is out of range, or `cluster` is a parameter server.
+        """
+        task = _checked_worker(cluster)
+        period = _validation.check_int(communication_period, "communication_period", 1)
+        rate = _validation.check_number(moving_rate, "moving_rate", low=0.0, high=1.0)
+        if model_dir is not None and not isinstance(model_dir, str | os.PathLike):
+            raise TypeError(f"model_dir must be a path or None, got {model_dir!r}.")
+        timeout_secs = _validation.check_number(timeout_secs, "timeout_secs", low=0.0)
+        if save_checkpoint_steps is not None:
+            _validation.check_int(save_checkpoint_steps, "save_checkpoint_steps", 1)
+        stop_ps = _validation.check_bool(stop_parameter_servers, "stop_parameter_servers")
+        if server is not None and not hasattr(server, "target"):
+            raise TypeError(f"server must be a tf.distribute.Server or None, got {server!r}.")
+        return cls(
+            task=task,
+            period=period,
+            moving_rate=0.9 / period / task.num_workers if rate is None else rate,
+            model_dir=None if model_dir is None else os.fspath(model_dir),
+            timeout_secs=timeout_secs,
+            save_steps=save_checkpoint_steps,
+            stop_ps=stop_ps,
+            server=server,
+            overlap=_validation.check_bool(overlap, "overlap"),
+        )
+
+
+def check_eager(who, what):
+    """Raises `ValueError` unless eager execution is on: `who` trains `what` in TF 2."""
+    if not tf.executing_eagerly():
+        raise ValueError(
+            f"{who} works with {what} in eager mode (TF 2), but this runs in graph mode "
+            "(eager execution disabled by tf.compat.v1.disable_eager_execution() or "
+            "disable_v2_behavior(), or a tf.Graph().as_default() block). In a TF1 graph, "
+            "train with ElasticAverageOptimizer instead."
+        )
+
+
+def _checked_worker(cluster):
+    """`cluster`, checked: a `ClusterTask` of a worker."""
+    if not isinstance(cluster, ClusterTask):
+        raise TypeError(
+            "cluster must be the tf_contrib_easgd.ClusterTask of this worker (from "
+            "cluster_from_hosts, cluster_from_tf_config or cluster_from_slurm), got "
+            f"{cluster!r} of type {type(cluster).__name__}."
+        )
+    if cluster.is_ps:
+        raise ValueError(
+            f"cluster is {cluster.name}, a parameter server: a ps task serves the centre "
+            "(tf_contrib_easgd.serve_until_done(server)) and trains nothing."
+        )
+    return cluster
