@@ -216,7 +216,7 @@ class _BarrierWorker(ElasticAverageWorker):
 
 @pytest.mark.cluster
 @pytest.mark.parametrize("num_ps", [2, 4])
-def test_an_exchange_calls_every_parameter_server_at_once(num_ps):
+def test_an_exchange_calls_every_parameter_server_at_once(num_ps, tmp_path):
     # num_ps variables of 4 floats, one centre per ps (placed by size, then task index).
     # The centre starts at the chief's values v_i = [i, i, i, i]; the loop then sets each
     # to v_i + 2, and the exchange at tau 1, alpha 0.5 moves both by d = 0.5 * 2 = 1: the
@@ -225,7 +225,7 @@ def test_an_exchange_calls_every_parameter_server_at_once(num_ps):
     cluster, (task,) = _cluster(num_ps=num_ps, num_workers=1)
     variables = [tf.Variable(tf.fill([4], float(i))) for i in range(num_ps)]
     worker = _BarrierWorker(
-        task, variables, 1, 0.5, server=cluster.servers["worker", 0], timeout_secs=30
+        task, variables, 1, 0.5, tmp_path, server=cluster.servers["worker", 0], timeout_secs=30
     )
     with worker:
         assert worker._link.waiting == set(range(num_ps))  # A centre, and a barrier, per ps.
@@ -236,3 +236,7 @@ def test_an_exchange_calls_every_parameter_server_at_once(num_ps):
         np.testing.assert_allclose(worker.values(), expected)
         np.testing.assert_allclose(worker.centre_values(), expected)
         assert worker.global_step == 1
+    # A list's centre, as the chief wrote it: a tf.train.Checkpoint of `variables=`.
+    plain = [tf.Variable(tf.zeros([4])) for _ in range(num_ps)]
+    tf.train.Checkpoint(variables=plain).read(str(tmp_path / "centre")).assert_consumed()
+    np.testing.assert_allclose([v.numpy() for v in plain], expected)
