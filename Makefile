@@ -12,7 +12,7 @@ venv: $(STAMP)
 $(STAMP): setup.py pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -c constraints.txt -e '.[test,legacy-keras]'
+	$(PIP) install --quiet -c constraints.txt -e '.[test,train,migrate,legacy-keras]'
 	touch $(STAMP)
 
 test: $(STAMP)
@@ -38,7 +38,7 @@ STAMP215 := $(VENV215)/.installed
 $(STAMP215): setup.py pyproject.toml constraints-tf215.txt
 	test -x $(PY215) || $(PYTHON) -m venv $(VENV215)
 	$(PY215) -m pip install --quiet --upgrade pip
-	$(PY215) -m pip install --quiet -c constraints-tf215.txt -e '.[test,estimator,legacy-keras]'
+	$(PY215) -m pip install --quiet -c constraints-tf215.txt -e '.[test,train,migrate,estimator,legacy-keras]'
 	touch $(STAMP215)
 
 test-tf215: $(STAMP215)
@@ -98,7 +98,7 @@ demo: $(STAMP)
 BENCH_STAMP := $(VENV)/.installed-bench
 
 $(BENCH_STAMP): $(STAMP)
-	$(PIP) install --quiet -c constraints.txt -e '.[test,bench]'
+	$(PIP) install --quiet -c constraints.txt -e '.[test,train,migrate,bench]'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)

@@ -39,11 +39,14 @@ setuptools.setup(
         "protobuf<7",
         "absl-py>=1.0",
         "numpy",
-        "scikit-learn>=1.2",  # Ships the embedded 8x8 digits dataset of easgd-train.
-        "libcst>=1.1",  # easgd-migrate: rewrites TF1 scripts keeping formatting and comments.
-        "portpicker>=1.6",  # easgd-train local mode picks free loopback ports.
     ],
+    # The library alone needs only the above; each console script names its extra when a
+    # package of it is missing (tests/test_lean_install.py).
     extras_require={
+        # easgd-train: the embedded 8x8 digits dataset, free loopback ports in local mode.
+        "train": ["scikit-learn>=1.2", "portpicker>=1.6"],
+        # easgd-migrate: rewrites TF1 scripts keeping formatting and comments.
+        "migrate": ["libcst>=1.1"],
         "test": ["pytest>=8", "pytest-timeout>=2.2", "portpicker>=1.6", "ruff==0.17.6"],
         # `tensorboard --logdir MODEL_DIR` (docs/TRAINING.md): TensorFlow up to 2.20 installs
         # the matching tensorboard release; TensorFlow 2.21 no longer does (constraints pin it).
@@ -60,8 +63,8 @@ setuptools.setup(
     },
     entry_points={
         "console_scripts": [
-            "easgd-migrate=tf_contrib_easgd.migrate.cli:main",
-            "easgd-train=tf_contrib_easgd.trainer.cli:main",
+            "easgd-migrate=tf_contrib_easgd.migrate:main",
+            "easgd-train=tf_contrib_easgd.trainer:main",
         ]
     },
     classifiers=[

@@ -128,7 +128,7 @@ def run_pair(python, minor, pyenv_root, keep_venv, log_dir):
         constraints = venv / "constraints.txt"
         constraints.write_text(_constraints(minor))
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-        extras = "test,legacy-keras,estimator" if minor == "2.15" else "test,legacy-keras"
+        extras = "test,train,migrate,legacy-keras" + (",estimator" if minor == "2.15" else "")
         steps = [
             [interpreter, "-m", "venv", str(venv)],
             [*pip, "--upgrade", "pip"],

@@ -7,3 +7,21 @@ graph of `graph`, writes and evaluates the centre (`export`, file names in `file
 reports through `progress`. It uses the library's public names only. docs/TRAINING.md
 documents the command; docs/DESIGN.md ("The trainer's task lifecycle") the design.
 """
+
+import importlib.util
+import sys
+
+#: The modules `easgd-train` needs from the `train` extra (a lean install has none of them).
+EXTRA_MODULES = ("sklearn", "portpicker")
+
+
+def main(argv=None):
+    """`easgd-train`: says in one line which install is missing, else runs `cli.main`."""
+    if any(importlib.util.find_spec(module) is None for module in EXTRA_MODULES):
+        sys.exit(
+            "easgd-train: needs this package's train extra (scikit-learn, portpicker): "
+            "pip install 'tf_contrib_easgd[train]'"
+        )
+    from tf_contrib_easgd.trainer.cli import main as cli_main  # noqa: PLC0415
+
+    return cli_main(argv)
