@@ -4,7 +4,7 @@ One worker whose devices are all local, so the numbers are exact (one test runs 
 on a worker of the in-process cluster, its centres on the ps). Every trajectory below is
 worked out by hand in its comments; rows are (w, local centre, global centre) after each
 local step, the exchange (when due) included. The exchange, as in test_optimizer.py: the
-local centre takes the global centre's value c, d = w - c, w -= alpha * d, c += alpha * d.
+local centre takes the global centre's value c, d = alpha * (w - c), w -= d, c += d.
 """
 
 import re
@@ -94,11 +94,11 @@ _SGD_RATES = {
         # SGD lr 0.5 on 0.5 * w^2 (gradient w), alpha 0.25, eta * rho = 0.25. A step is
         # w <- w - 0.5 * w - 0.25 * (w - local centre), both terms at the w before it.
         # 1: 8 - 4 - 0.25 * (8 - 8) = 4.
-        # 2: 4 - 2 - 0.25 * (4 - 8) = 3; exchange: centre 8, d = -5, w = 3 + 1.25 = 4.25,
+        # 2: 4 - 2 - 0.25 * (4 - 8) = 3; exchange: centre 8, w - c = -5, w = 3 + 1.25 = 4.25,
         #    centre 8 - 1.25 = 6.75, the local centre keeps 8 (the value read).
         # 3: 4.25 - 2.125 - 0.25 * (4.25 - 8) = 2.125 + 0.9375 = 3.0625.
         # 4: 3.0625 - 1.53125 - 0.25 * (3.0625 - 8) = 1.53125 + 1.234375 = 2.765625;
-        #    exchange: local centre 6.75, d = -3.984375, alpha * d = -0.99609375,
+        #    exchange: local centre 6.75, w - c = -3.984375, d = -0.99609375,
         #    w = 3.76171875, centre = 5.75390625.
         (
             2,
@@ -109,11 +109,11 @@ _SGD_RATES = {
                 (3.76171875, 6.75, 5.75390625),
             ],
         ),
-        # Period 1: 1: 8 - 4 - 0 = 4; exchange: d = -4, w = 5, centre 7, local centre 8.
-        # 2: 5 - 2.5 - 0.25 * (5 - 8) = 3.25; exchange: local centre 7, d = -3.75,
+        # Period 1: 1: 8 - 4 - 0 = 4; exchange: w - c = -4, w = 5, centre 7, local centre 8.
+        # 2: 5 - 2.5 - 0.25 * (5 - 8) = 3.25; exchange: local centre 7, w - c = -3.75,
         #    w = 3.25 + 0.9375 = 4.1875, centre 7 - 0.9375 = 6.0625.
         # 3: 4.1875 - 2.09375 - 0.25 * (4.1875 - 7) = 2.09375 + 0.703125 = 2.796875;
-        #    exchange: local centre 6.0625, d = -3.265625, alpha * d = -0.81640625,
+        #    exchange: local centre 6.0625, w - c = -3.265625, d = -0.81640625,
         #    w = 3.61328125, centre 5.24609375.
         (1, [(5.0, 8.0, 7.0), (4.1875, 7.0, 6.0625), (3.61328125, 6.0625, 5.24609375)]),
     ],
@@ -148,12 +148,12 @@ def _momentum():
         # step, outside the accumulator, which holds the loss's gradients only.
         # 1: g 8, accum 8, w = 8 - 4 = 4, move 0.
         # 2: g 4, accum 4 + 4 = 8, w = 4 - 4 = 0, move -0.25 * (4 - 8) = +1: w = 1;
-        #    exchange: d = 1 - 8 = -7, w = 1 + 1.75 = 2.75, centre 8 - 1.75 = 6.25.
+        #    exchange: w - c = 1 - 8 = -7, w = 1 + 1.75 = 2.75, centre 8 - 1.75 = 6.25.
         # 3: g 2.75, accum 4 + 2.75 = 6.75, w = 2.75 - 3.375 = -0.625,
         #    move -0.25 * (2.75 - 8) = +1.3125: w = 0.6875.
         # 4: g 0.6875, accum 3.375 + 0.6875 = 4.0625, w = 0.6875 - 2.03125 = -1.34375,
         #    move -0.25 * (0.6875 - 8) = +1.828125: w = 0.484375; exchange: local centre
-        #    6.25, d = -5.765625, alpha * d = -1.44140625, w = 1.92578125, centre 4.80859375.
+        #    6.25, w - c = -5.765625, d = -1.44140625, w = 1.92578125, centre 4.80859375.
         (
             "move",
             2,
@@ -173,8 +173,8 @@ def _momentum():
         # 3: g 2.75 + 0.5 * (2.75 - 8) = 0.125, accum 3 + 0.125 = 3.125,
         #    w = 2.75 - 1.5625 = 1.1875 (the move form: 0.6875).
         # 4: g 1.1875 + 0.5 * (1.1875 - 8) = -2.21875, accum 1.5625 - 2.21875 = -0.65625,
-        #    w = 1.1875 + 0.328125 = 1.515625; exchange: local centre 6.25, d = -4.734375,
-        #    alpha * d = -1.18359375, w = 2.69921875, centre 5.06640625.
+        #    w = 1.1875 + 0.328125 = 1.515625; exchange: local centre 6.25, w - c = -4.734375,
+        #    d = -1.18359375, w = 2.69921875, centre 5.06640625.
         (
             "gradient",
             2,
@@ -187,12 +187,12 @@ def _momentum():
             [8.0, 6.0, 3.125, -0.65625],
         ),
         # Period 1, the move form.
-        # 1: accum 8, w = 4, move 0; exchange: d = -4, w = 5, centre 7, local centre 8.
+        # 1: accum 8, w = 4, move 0; exchange: w - c = -4, w = 5, centre 7, local centre 8.
         # 2: g 5, accum 4 + 5 = 9, w = 5 - 4.5 = 0.5, move -0.25 * (5 - 8) = +0.75: w = 1.25;
-        #    exchange: local centre 7, d = -5.75, w = 1.25 + 1.4375 = 2.6875, centre 5.5625.
+        #    exchange: local centre 7, w - c = -5.75, w = 1.25 + 1.4375 = 2.6875, centre 5.5625.
         # 3: g 2.6875, accum 4.5 + 2.6875 = 7.1875, w = 2.6875 - 3.59375 = -0.90625,
         #    move -0.25 * (2.6875 - 7) = +1.078125: w = 0.171875; exchange: local centre
-        #    5.5625, d = -5.390625, alpha * d = -1.34765625, w = 1.51953125,
+        #    5.5625, w - c = -5.390625, d = -1.34765625, w = 1.51953125,
         #    centre 4.21484375.
         (
             "move",
@@ -277,13 +277,13 @@ def _linear(w):
         # epsilon (a relative 2e-7 at t = 1, hence approx). The move, alpha 0.25, is
         # -0.25 * (w - local centre) at the w before the step, outside m and v.
         # 1: 8 - 0.25 = 7.75, move 0.
-        # 2: 7.75 - 0.25 = 7.5, move -0.25 * (7.75 - 8) = +0.0625: 7.5625; exchange: d =
-        #    -0.4375, alpha * d = -0.109375, w = 7.671875, centre 7.890625.
+        # 2: 7.75 - 0.25 = 7.5, move -0.25 * (7.75 - 8) = +0.0625: 7.5625; exchange:
+        #    w - c = -0.4375, d = -0.109375, w = 7.671875, centre 7.890625.
         # 3: 7.671875 - 0.25 = 7.421875, move -0.25 * (7.671875 - 8) = +0.08203125:
         #    7.50390625.
         # 4: 7.50390625 - 0.25 = 7.25390625, move -0.25 * (7.50390625 - 8) = +0.1240234375:
-        #    7.3779296875; exchange: local centre 7.890625, d = -0.5126953125,
-        #    alpha * d = -0.128173828125, w = 7.506103515625, centre 7.762451171875.
+        #    7.3779296875; exchange: local centre 7.890625, w - c = -0.5126953125,
+        #    d = -0.128173828125, w = 7.506103515625, centre 7.762451171875.
         (
             2,
             [
@@ -293,13 +293,13 @@ def _linear(w):
                 (7.506103515625, 7.890625, 7.762451171875),
             ],
         ),
-        # Period 1. 1: 7.75; exchange: d = -0.25, w = 7.8125, centre 7.9375, local centre 8.
+        # Period 1. 1: 7.75; exchange: w - c = -0.25, w = 7.8125, centre 7.9375, local centre 8.
         # 2: 7.8125 - 0.25 = 7.5625, move -0.25 * (7.8125 - 8) = +0.046875: 7.609375;
-        #    exchange: local centre 7.9375, d = -0.328125, alpha * d = -0.08203125,
+        #    exchange: local centre 7.9375, w - c = -0.328125, d = -0.08203125,
         #    w = 7.69140625, centre 7.85546875.
         # 3: 7.69140625 - 0.25 = 7.44140625, move -0.25 * (7.69140625 - 7.9375) =
         #    +0.0615234375: 7.5029296875; exchange: local centre 7.85546875,
-        #    d = -0.3525390625, alpha * d = -0.088134765625, w = 7.591064453125,
+        #    w - c = -0.3525390625, d = -0.088134765625, w = 7.591064453125,
         #    centre 7.767333984375.
         (
             1,

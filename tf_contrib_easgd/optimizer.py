@@ -32,8 +32,8 @@ class ElasticAverageOptimizer(ContribAttributes, tf.compat.v1.train.Optimizer):
 
     Each worker trains its own copy x of the variables with the wrapped optimizer. Every
     `communication_period` (tau) local steps it and the centre x~ kept on the parameter
-    servers move towards each other: d = x - x~, x <- x - alpha * d, x~ <- x~ + alpha * d,
-    alpha = `moving_rate`. Between exchanges an elastic penalty (`rho`, `penalty`) pulls x
+    servers move towards each other by the same d = alpha * (x - x~): x <- x - d,
+    x~ <- x~ + d, alpha = `moving_rate` (docs/DESIGN.md, "Glossary"). Between exchanges an elastic penalty (`rho`, `penalty`) pulls x
     towards the centre as last read. With Nesterov momentum as the wrapped optimizer this
     is EAMSGD (Zhang, Choromanska and LeCun, "Deep learning with Elastic Averaging SGD",
     NIPS 2015).
@@ -202,8 +202,8 @@ class ElasticAverageOptimizer(ContribAttributes, tf.compat.v1.train.Optimizer):
         Running the returned op applies the gradients with the wrapped optimizer (with
         penalty="move", also the elastic move) and adds one to `local_step`; when
         `local_step % communication_period == 0` it then sets each local centre to the
-        global centre x~, computes d = x - x~, applies x <- x - alpha * d and
-        x~ <- x~ + alpha * d, and adds one to `global_step`. Only exchange steps reach the
+        global centre x~, computes d = alpha * (x - x~), applies x <- x - d and
+        x~ <- x~ + d, and adds one to `global_step`. Only exchange steps reach the
         parameter servers (docs/DESIGN.md, "The exchange").
 
         Args:
