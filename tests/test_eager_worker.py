@@ -78,10 +78,12 @@ def test_variables_made_by_the_first_step_are_refused_at_start():
         assert not worker.started
 
 
-def test_a_step_before_start_is_refused():
+def test_a_step_or_an_end_before_start_is_refused():
     worker = ElasticAverageWorker(WORKER, _floats())
     with pytest.raises(RuntimeError, match=r"step\(\) before start\(\)"):
         worker.step()
+    with pytest.raises(RuntimeError, match=r"end\(\) before start\(\)"):
+        worker.end()
 
 
 def test_graph_mode_is_refused():

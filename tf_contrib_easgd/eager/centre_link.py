@@ -220,6 +220,37 @@ class CentreLink:
             session.close()
 
 
+def session_config(task, timeout_secs):
+    """The `ConfigProto` of a worker's sessions and server: it sees the ps and itself only
+    (so it starts while another worker is down), and no op waits longer than the timeout."""
+    return tf.compat.v1.ConfigProto(
+        device_filters=["/job:ps", task.device],
+        operation_timeout_in_ms=max(int(timeout_secs * 1000), 1),
+    )
+
+
+def start_server(task, config):
+    """Starts the worker's `tf.distribute.Server` on its address.
+
+    Raises:
+        RuntimeError: if the server cannot start, naming the address (a port taken).
+    """
+    try:
+        return tf.distribute.Server(
+            task.cluster_spec(),
+            job_name=task.job_name,
+            task_index=task.task_index,
+            config=config,
+            start=True,
+        )
+    except tf.errors.UnknownError as error:
+        raise RuntimeError(
+            f"Could not start {task.name}'s server on {task.address} ({error.message}): is "
+            "the port taken, by another process or by a server this process started already "
+            "(then pass it as server=)?"
+        ) from None
+
+
 def _balance(specs, num_ps):
     """The parameter server of each variable's centre: by size, the largest first, each on the
     task with the fewest bytes so far (ties: the lowest index)."""

@@ -12,7 +12,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tf_contrib_easgd.eager.centre_link import CentreLink
+from tf_contrib_easgd import _validation
+from tf_contrib_easgd.eager.centre_link import CentreLink, session_config, start_server
 from tf_contrib_easgd.eager.settings import Settings, check_eager
 from tf_contrib_easgd.eager.variables import Averaged, centre_specs, tf_variable
 from tf_contrib_easgd.job.recovery import train_with_recovery, wait_until_reachable
@@ -156,7 +157,7 @@ class ElasticAverageWorker:
 
     @property
     def variables(self):
-        """The averaged variables, as given (empty before `start()` for a module)."""
+        """The averaged variables, as given, once each (found by `start()`; empty before)."""
         return list(self._variables)
 
     @property
@@ -177,8 +178,8 @@ class ElasticAverageWorker:
 
     @property
     def started(self):
-        """Whether the worker is linked to the centre: from `start()` until the chief's
-        `end()` stops the job (a non-chief's stays linked)."""
+        """Whether the worker is linked to the centre: from `start()` on, until `close()` or
+        the chief's `end()` that stops the parameter servers."""
         return self._link is not None and self._link.connected
 
     def centre_values(self):
@@ -227,13 +228,13 @@ class ElasticAverageWorker:
 
     def step(self, steps=1):
         """Counts `steps` local steps, exchanging every `communication_period` of them and
-        checkpointing (the chief) every `save_checkpoint_steps`."""
-        if self._link is None:
-            raise RuntimeError(
-                "ElasticAverageWorker.step() before start(): start the worker (or enter "
-                "`with worker:`) before the first training step, so that it starts from "
-                "the centre."
-            )
+        checkpointing (the chief) every `save_checkpoint_steps`.
+
+        Raises:
+            RuntimeError: before `start()`.
+        """
+        self._check_started("step")
+        steps = _validation.check_int(steps, "steps", 1)
         before, self._steps = self._steps, self._steps + steps
         period, save_steps = self._settings.period, self._settings.save_steps
         if self._steps // period > before // period:
@@ -253,7 +254,11 @@ class ElasticAverageWorker:
 
         Returns:
             On the chief, the `FinishedWorkers` reports; elsewhere None.
+
+        Raises:
+            RuntimeError: before `start()`.
         """
+        self._check_started("end")
         settings = self._settings
         self._reliably(self._land)  # With overlap, the last exchange's move.
         self.finished = self._reliably(
@@ -287,6 +292,14 @@ class ElasticAverageWorker:
 
     # The work.
 
+    def _check_started(self, call):
+        if self._link is None:
+            raise RuntimeError(
+                f"ElasticAverageWorker.{call}() before start(): start the worker (or enter "
+                "`with worker:`) before the first training step, so that it starts from "
+                "the centre."
+            )
+
     def _export(self, model_dir):
         """The chief's final centre, as a `tf.train.Checkpoint` of what the user gave: a
         module or model as `model=`, a list as `variables=`."""
@@ -296,25 +309,9 @@ class ElasticAverageWorker:
 
     def _make_link(self):
         settings, task = self._settings, self._settings.task
-        config = tf.compat.v1.ConfigProto(
-            device_filters=["/job:ps", task.device],
-            operation_timeout_in_ms=max(int(settings.timeout_secs * 1000), 1),
-        )
+        config = session_config(task, settings.timeout_secs)
         if self._server is None:
-            try:
-                self._server = tf.distribute.Server(
-                    task.cluster_spec(),
-                    job_name=task.job_name,
-                    task_index=task.task_index,
-                    config=config,
-                    start=True,
-                )
-            except tf.errors.UnknownError as error:
-                raise RuntimeError(
-                    f"Could not start {task.name}'s server on {task.address} "
-                    f"({error.message}): is the port taken, by another process or by a "
-                    "server this process started already (then pass it as server=)?"
-                ) from None
+            self._server = start_server(task, config)
         if settings.model_dir and task.is_chief:
             os.makedirs(settings.model_dir, exist_ok=True)
         return self._link_class()(
