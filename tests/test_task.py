@@ -277,6 +277,29 @@ def test_worker_graph_placement():
     }
 
 
+def test_the_chief_reports_which_ps_holds_which_centre(world):
+    del world  # Ref variables in TF1 mode, resource variables in TF 2 graph mode.
+    one = cluster.TaskConfig(("p0:1", "p1:1"), ("w0:1", "w1:1"), "worker", 0)
+    g = graph.build_worker_graph(one, _config("/unused"), (8, 8, 1), 10)
+    # replica_device_setter puts the ps variables on the ps tasks in turn, in the order
+    # they are made: the mlp's hidden kernel on ps 0, its bias on ps 1, the logits'
+    # kernel on ps 0 and bias on ps 1 (global_step and the ledger follow, not centres).
+    assert export.centre_placement(g.centres) == {
+        "ps 0": [
+            "global_center_variable/mlp/hidden_0/kernel",
+            "global_center_variable/mlp/logits/kernel",
+        ],
+        "ps 1": [
+            "global_center_variable/mlp/hidden_0/bias",
+            "global_center_variable/mlp/logits/bias",
+        ],
+    }
+    alone = cluster.TaskConfig(("p0:1",), ("w0:1", "w1:1"), "worker", 0)
+    g = graph.build_worker_graph(alone, _config("/unused"), (8, 8, 1), 10)
+    assert list(export.centre_placement(g.centres)) == ["ps 0"]
+    assert len(export.centre_placement(g.centres)["ps 0"]) == 4
+
+
 def test_the_parameter_servers_write_and_read_the_checkpoints():
     io_types = ("SaveV2", "RestoreV2", "MergeV2Checkpoints")
     # The checkpoint saver is sharded: each ps saves (and restores) the variables it holds

@@ -151,6 +151,22 @@ def centre_digest(arrays_by_name):
     return digest.hexdigest()
 
 
+def centre_placement(centres):
+    """Which parameter server holds which centre: `{"ps 0": [variable names], ...}`.
+
+    What the chief's "started" event reports (`centre_ps`), so that whoever reads the
+    events or the checkpoints (the soak) knows each ps's part of the centre.
+
+    Args:
+        centres: the global centre variables (`WorkerGraph.centres`).
+    """
+    placement = {}
+    for variable in centres:
+        device = tf.DeviceSpec.from_string(variable.device)
+        placement.setdefault(f"{device.job} {device.task}", []).append(variable.op.name)
+    return {task: sorted(names) for task, names in sorted(placement.items())}
+
+
 def write_job_summary(worker, outcome, state):
     """Evaluates the exported centre as a plain model and writes `summary.json`.
 

@@ -292,7 +292,8 @@ def _start_report(session, worker, state):
     after the hook copied the centre into the worker (0), `transport` how the exchanges
     reach the parameter servers; `startup_secs` counts from the start of this run of the
     process, `recovery_secs` from that of the recovery, if any. The chief adds
-    `centre_sha256` (`export.centre_digest`) and, after a restore, where from.
+    `centre_sha256` (`export.centre_digest`), `centre_ps` (which ps holds which centre)
+    and, after a restore, where from.
     """
     g, task = worker.g, worker.task
     fetches = {"global_step": g.global_step, "distance": g.distance}
@@ -312,6 +313,7 @@ def _start_report(session, worker, state):
         report["recovery_secs"] = now - state.recovering_since
     if task.is_chief:
         report["centre_sha256"] = export.centre_digest(values["centre"])
+        report["centre_ps"] = export.centre_placement(g.centres)
         report.update(state.restored)
     return report
 
