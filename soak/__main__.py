@@ -1,8 +1,9 @@
 """python -m soak: a chaos soak of easgd-train (make soak; needs root and `ip netns`).
 
-One ps and --workers workers of easgd-train run in task mode, each in a network namespace
-of its own, while a seeded random schedule of --faults faults hits them one at a time:
-SIGKILL and restart of a worker, the chief or the ps; SIGSTOP then SIGCONT of any task;
+--ps parameter servers (1 or 2) and --workers workers of easgd-train run in task mode,
+each in a network namespace of its own, while a seeded random schedule of --faults faults
+hits them one at a time: SIGKILL and restart of a worker, the chief or a ps (with 2, each
+in turn); SIGSTOP then SIGCONT of any task;
 a task's link cut, then restored. It prints a line per fault, then a table of what each
 cost, the checks and the verdict; the exit code is 0 when every check passed, 1 when one
 failed, 2 when the soak cannot run here. docs/RELIABILITY.md, "Chaos soak", says what is
@@ -10,6 +11,7 @@ checked and shows the figures of one run.
 
     python -m soak                        # ~11 minutes, seed 0, 1 ps + 3 workers, 20 faults
     python -m soak --seed=7 --faults=30 --minutes=15 --out=/tmp/soak.json
+    python -m soak --ps=2 --seed=38       # the centre spread over 2 ps; either restarted
 """
 
 import json
@@ -33,7 +35,14 @@ START_AND_END_SECS = 60
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("seed", 0, "Seed of the schedule and of the job (--seed of the tasks).")
 flags.DEFINE_float("minutes", 10.0, "About how long the soak lasts; sizes --steps.", lower_bound=2)
-flags.DEFINE_integer("workers", 3, "Workers of the job (and 1 ps).", lower_bound=2, upper_bound=3)
+flags.DEFINE_integer("workers", 3, "Workers of the job.", lower_bound=2, upper_bound=3)
+flags.DEFINE_integer(
+    "ps",
+    1,
+    "Parameter servers of the job; easgd-train spreads the centre's variables over them.",
+    lower_bound=1,
+    upper_bound=schedule_module.MAX_PS,
+)
 flags.DEFINE_integer("faults", 20, "Faults of the schedule.", lower_bound=1)
 flags.DEFINE_integer(
     "steps", 0, "Local steps of each worker; 0: sized from --minutes.", lower_bound=0
@@ -68,11 +77,12 @@ flags.DEFINE_string(
 def soak_config(work_dir, echo=print):
     """The `runner.SoakConfig` of the flags."""
     steps = FLAGS.steps or int(STEPS_PER_SEC * (FLAGS.minutes * 60 - START_AND_END_SECS))
-    schedule = schedule_module.make_schedule(FLAGS.seed, FLAGS.faults, FLAGS.workers)
+    schedule = schedule_module.make_schedule(FLAGS.seed, FLAGS.faults, FLAGS.workers, ps=FLAGS.ps)
     return runner.SoakConfig(
         schedule=tuple(schedule),
         work_dir=work_dir,
         workers=FLAGS.workers,
+        ps=FLAGS.ps,
         steps=steps,
         seed=FLAGS.seed,
         save_checkpoint_steps=FLAGS.save_checkpoint_steps,
@@ -101,8 +111,8 @@ def main(argv):
     work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="easgd-soak-")
     config = soak_config(work_dir, echo=lambda line: print(line, flush=True))
     print(
-        f"soak: seed {config.seed}, 1 ps + {config.workers} workers, {config.steps} steps "
-        f"each, {len(config.schedule)} faults; files in {work_dir}",
+        f"soak: seed {config.seed}, {config.ps} ps + {config.workers} workers, "
+        f"{config.steps} steps each, {len(config.schedule)} faults; files in {work_dir}",
         flush=True,
     )
     for fault in config.schedule:

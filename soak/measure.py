@@ -1,10 +1,11 @@
-"""What each fault of a soak cost, and the checks of the job, from the tasks' events.
+"""What each fault of a soak cost, and what went wrong with it, from the tasks' events.
 
 Pure functions of the progress events the tasks print (`--progress_format=json`, in the
 order the soak read them; every event has `task`, `event` and `time`, a `time.time()` of
 the same machine) and of what the runner did when (an injection: `injected` and `ended`,
 the times of the fault's start and end). No TensorFlow, no processes: the unit tests feed
-them events made by hand. docs/RELIABILITY.md, "Chaos soak", gives the bounds in words.
+them events made by hand. docs/RELIABILITY.md, "Chaos soak", gives the bounds in words;
+`checks` turns these measures into the soak's verdict.
 """
 
 import dataclasses
@@ -164,7 +165,9 @@ def assess(events, injection, workers, bounds, allowed_lost):
         events: every event of the job.
         injection: the runner's record of the fault: `fault` (a `schedule.Fault` dict),
             `injected`, `ended` and, for a ps restart, `digest` (`{"ok": bool, "detail":
-            str}`, the restored centre against the checkpoint's), if known.
+            str}`, the restored centre against the checkpoint's), if known, and `moves`
+            (`digest.moves_by_ps`: per ps, how many of its centres changed between the
+            restored checkpoint and the next), if the runner compared them.
         workers: the number of workers.
         bounds: the `Bounds`.
         allowed_lost: the exchanges a ps restart may lose (`allowed_lost_exchanges`).
@@ -200,11 +203,13 @@ def assess(events, injection, workers, bounds, allowed_lost):
                 problems.append(f"the restarted chief restored {started['restored_from']}")
     elif kind == schedule_module.KILL_PS:
         result["lost"] = _ps_restart(events, injection, workers, allowed_lost, notes, problems)
+        if "moves" in injection:
+            _trained_on(injection["moves"], target, notes, problems)
     elif kind == schedule_module.CUT:
         for name in schedule_module.worker_names(workers):
             rejoining = first_after(events, name, "rejoining", injected)
             if rejoining is not None and rejoining["time"] <= window_end:
-                notes.append(f"{_short(name)} rejoined")
+                notes.append(f"{short_name(name)} rejoined")
                 _resumed(events, name, injected, rejoining["time"], notes, problems)
     _window_notes(events, workers, injected, window_end, notes)
     return result
@@ -217,7 +222,7 @@ def _resumed(events, name, before, after, notes, problems):
         return
     last = last_before(events, name, "progress", before)
     reported = last["step"] if last else 0
-    notes.append(f"{_short(name)} resumed at step {started['step']} (reported {reported})")
+    notes.append(f"{short_name(name)} resumed at step {started['step']} (reported {reported})")
     if started["step"] < reported:
         problems.append(
             f"{name} resumed at step {started['step']}, below the {reported} it had reported: "
@@ -257,26 +262,55 @@ def _ps_restart(events, injection, workers, allowed_lost, notes, problems):
         last = last_before(events, name, ("progress", "done"), injected)
         again = first_after(events, name, "started", ended)
         if last is not None and again is not None:
-            rewound.append(f"{_short(name)} {last.get('step', last.get('steps'))}->{again['step']}")
+            rewound.append(
+                f"{short_name(name)} {last.get('step', last.get('steps'))}->{again['step']}"
+            )
     if rewound:
         notes.append("steps " + ", ".join(rewound))
     return lost
+
+
+def _trained_on(moves, target, notes, problems):
+    """Notes how each ps's centres changed after a restart of ps `target`; a problem if
+    one did not change by the next checkpoint (it did not train on), or if unknown.
+
+    A restart of either ps restores the whole centre, both ps's parts, from one checkpoint
+    (with the counts on ps 0 that go with it): the other ps keeps running but its centres
+    go back to that checkpoint too, then train on, which the next checkpoint shows.
+    """
+    if not moves or "error" in moves:
+        why = moves["error"] if moves else "the chief named no ps of the centre (centre_ps)"
+        problems.append(f"whether the centres trained on after the restore is unknown: {why}")
+        return
+    parts = []
+    for ps, move in moves.items():
+        other = "" if ps == target else " (not restarted)"
+        parts.append(
+            f"{short_name(ps)}{other} {move['moved']}/{move['variables']}, "
+            f"max change {move['max_change']:.3g}"
+        )
+        if move["moved"] < move["variables"]:
+            problems.append(
+                f"{ps}'s centres did not train on after the restore: "
+                f"{move['moved']} of {move['variables']} changed by the next checkpoint"
+            )
+    notes.append("centres changed by the next checkpoint: " + ", ".join(parts))
 
 
 def _window_notes(events, workers, start, end, notes):
     """Notes the stalls, rejoins, recoveries and warnings reported between `start` and `end`."""
     inside = [e for e in events if start <= e["time"] <= end]
     for kind in ("stalled", "recovering"):
-        names = sorted({_short(e["task"]) for e in inside if e["event"] == kind})
+        names = sorted({short_name(e["task"]) for e in inside if e["event"] == kind})
         if names:
             notes.append(f"{kind} {','.join(names)}")
     for event in inside:
         if event["event"] == "warning":
-            notes.append(f"warning from {_short(event['task'])}: {event['message'][:80]}")
+            notes.append(f"warning from {short_name(event['task'])}: {event['message'][:80]}")
     del workers  # Every task's events count.
 
 
-def _short(name):
+def short_name(name):
     """`"worker 1"` -> `"w1"`, `"ps 0"` -> `"ps0"`."""
     return name.replace("worker ", "w").replace(" ", "")
 
@@ -293,78 +327,3 @@ def startups(events):
         for event in events
         if event["event"] == "started" and not event.get("recoveries")
     ]
-
-
-@dataclasses.dataclass(frozen=True)
-class Check:
-    """One check of the soak: its name, whether it passed, and the figures."""
-
-    name: str
-    ok: bool
-    detail: str
-
-
-def check_job(summary, assessed, config, exit_codes):
-    """The soak's checks of the whole job.
-
-    Args:
-        summary: the chief's "summary" event, or None if it never came.
-        assessed: `[(injection, assess(...) result)]`, one per injected fault.
-        config: a dict with `faults` (how many were asked for), `workers`, `steps`,
-            `communication_period` and `min_accuracy`.
-        exit_codes: `{task name: exit code or None}` at the end.
-
-    Returns:
-        A list of `Check`s.
-    """
-    checks = []
-    injected = len(assessed)
-    checks.append(
-        Check("faults injected", injected >= config["faults"], f"{injected} of {config['faults']}")
-    )
-    problems = [
-        f"#{injection['fault']['index']}: {problem}"
-        for injection, result in assessed
-        for problem in result["problems"]
-    ]
-    checks.append(Check("every fault within its bound", not problems, "; ".join(problems)))
-    if summary is None:
-        checks.append(Check("job finished", False, "no summary from the chief"))
-    else:
-        accuracy = summary["test_accuracy"]
-        checks.append(
-            Check(
-                "centre test accuracy",
-                accuracy >= config["min_accuracy"],
-                f"{accuracy:.4f} (>= {config['min_accuracy']})",
-            )
-        )
-        expected = {str(i): config["steps"] for i in range(config["workers"])}
-        complete = summary["local_steps"] == expected and not summary["unfinished_workers"]
-        checks.append(
-            Check(
-                "work asked == work done",
-                complete,
-                f"local steps {summary['local_steps']}, unfinished {summary['unfinished_workers']}",
-            )
-        )
-        # Each exchange in flight at a fault may count without its count, or its count
-        # without it (0-2 per fault in tests/test_faults.py).
-        asked = config["workers"] * config["steps"] // config["communication_period"]
-        difference = summary["exchanges"] - asked
-        checks.append(
-            Check(
-                "exchanges == asked",
-                abs(difference) <= 2 * max(injected, 1),
-                f"{summary['exchanges']} for {asked} asked ({difference:+d})",
-            )
-        )
-    failed = {name: code for name, code in exit_codes.items() if code != 0}
-    checks.append(
-        Check(
-            "every task exited 0",
-            not failed,
-            ", ".join(f"{n}: {c}" for n, c in failed.items()) or "yes",
-        )
-    )
-    return checks

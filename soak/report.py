@@ -64,7 +64,8 @@ def text(record):
     """The whole report: settings, the table, costs per kind, the job's end, the checks."""
     settings = record["settings"]
     lines = [
-        f"chaos soak: seed {settings['seed']}, 1 ps + {settings['workers']} workers, "
+        f"chaos soak: seed {settings['seed']}, {settings.get('ps', 1)} ps + "
+        f"{settings['workers']} workers, "
         f"{settings['steps']} local steps each (period {settings['communication_period']}, "
         f"checkpoint every {settings['save_checkpoint_steps']} chief steps), "
         f"{len(record['faults'])} faults, {record['secs']:.0f} s",

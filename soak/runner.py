@@ -1,7 +1,7 @@
 """The soak itself: a job of easgd-train tasks in network namespaces, and its faults.
 
 `run(config)` wires one host per task (`trainer.network.HostNetwork`: a namespace each, on
-a bridge), starts the ps and the workers there in task mode under a `LocalCluster`,
+a bridge), starts the ps (1 or 2) and the workers there in task mode under a `LocalCluster`,
 injects the schedule's faults one at a time (SIGKILL and restart, SIGSTOP and SIGCONT, the
 host's switch port down and up), waits after each until every worker reports progress
 again, lets the job finish, and returns a record: the faults with their costs and checks
@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 
-from soak import digest, measure, stacks
+from soak import checks, digest, measure, stacks
 from soak import schedule as schedule_module
 from tf_contrib_easgd.trainer import launcher, network, process, progress
 
@@ -32,7 +32,10 @@ class SoakConfig:
     Attributes:
         schedule: the `schedule.Fault`s, in order.
         work_dir: where the job's `--model_dir` (`model/`), the tasks' logs (`logs/`) and
-            the copies of restored checkpoints (`restored/`) go.
+            the copies of restored checkpoints and of the first one after each
+            (`restored/`) go.
+        ps: the job's parameter servers, 1 or 2 (easgd-train spreads the centre over
+            them, variable by variable).
         faults_required: the check "faults injected" wants this many (default: all).
         deadline_secs: the whole soak's deadline, from the start of the tasks.
         py_spy: dumps the stacks of silent workers into `stacks/` (`stacks.StackSampler`):
@@ -45,6 +48,7 @@ class SoakConfig:
     schedule: tuple
     work_dir: str
     workers: int = 3
+    ps: int = 1
     steps: int = 60000
     seed: int = 0
     communication_period: int = 10
@@ -91,12 +95,14 @@ class Soak:
     """One soak run; `run()` does it once."""
 
     def __init__(self, config):
-        schedule_module.check_schedule(config.schedule, config.workers, config.stall_report_secs)
+        schedule_module.check_schedule(
+            config.schedule, config.workers, config.stall_report_secs, ps=config.ps
+        )
         self.config = config
         self.model_dir = os.path.join(config.work_dir, "model")
         self.events = []
         self.steps = {name: 0 for name in schedule_module.worker_names(config.workers)}
-        self.restores = []  # (the chief's "started" event after a restore, copy prefix)
+        self.restores = digest.Restores(self.model_dir, os.path.join(config.work_dir, "restored"))
         self.injections = []
         self.failure = None
         self._cluster = self._network = None
@@ -119,10 +125,9 @@ class Soak:
         elif name in self.steps and kind == "done":
             self.steps[name] = event["steps"]
         if kind == "started" and event.get("restored_from"):
-            into = os.path.join(self.config.work_dir, "restored", str(len(self.restores)))
-            self.restores.append(
-                (event, digest.copy_checkpoint(self.model_dir, event["restored_from"], into))
-            )
+            self.restores.add(event)
+        if name == schedule_module.CHIEF and kind == "progress":
+            self.restores.copy_later()
         if kind in ("stalled", "rejoining", "recovering", "warning", "summary"):
             self._say(f"  {progress.format_event(event)}")
 
@@ -175,7 +180,8 @@ class Soak:
     def run(self):
         """Runs the soak; returns its record (see `record`)."""
         config = self.config
-        hosts = {"ps0": 1, **{f"w{i}": 2 + i for i in range(config.workers)}}
+        hosts = {f"ps{i}": 1 + i for i in range(config.ps)}
+        hosts.update({f"w{i}": 1 + config.ps + i for i in range(config.workers)})
         self._started = time.time()
         self._deadline = time.monotonic() + config.deadline_secs
         try:
@@ -201,14 +207,15 @@ class Soak:
     def _tasks(self):
         config, net = self.config, self._network
         workers = ",".join(f"{net.address(f'w{i}')}:{PORT}" for i in range(config.workers))
+        servers = ",".join(f"{net.address(f'ps{i}')}:{PORT}" for i in range(config.ps))
         tasks = []
-        for job, count in (("ps", 1), ("worker", config.workers)):
+        for job, count in (("ps", config.ps), ("worker", config.workers)):
             for index in range(count):
                 name = f"{job} {index}"
                 argv = (
                     *net.exec_prefix(host_of(name)), config.python, "-m",
                     "tf_contrib_easgd.trainer", "--cluster=task", f"--job_name={job}",
-                    f"--task_index={index}", f"--ps_hosts={net.address('ps0')}:{PORT}",
+                    f"--task_index={index}", f"--ps_hosts={servers}",
                     f"--worker_hosts={workers}", *config.task_flags(),
                 )  # fmt: skip
                 tasks.append(launcher.TaskSpec(job, index, argv, finishes=job == "worker"))
@@ -329,7 +336,7 @@ class Soak:
         )
         for injection in self.injections:
             if injection["fault"]["kind"] == schedule_module.KILL_PS and "ended" in injection:
-                injection["digest"] = self._digest_after(injection["ended"])
+                injection.update(self.restores.assess_after(injection["ended"]))
         assessed = [
             (i, measure.assess(self.events, i, config.workers, config.bounds, allowed))
             for i in self.injections
@@ -345,9 +352,9 @@ class Soak:
             "min_accuracy": config.min_accuracy,
         }
         codes = getattr(self, "exit_codes", {})
-        checks = measure.check_job(summary, assessed, check_config, codes)
+        results = checks.check_job(summary, assessed, check_config, codes)
         if self.failure:
-            checks.append(measure.Check("soak ran to its end", False, self.failure))
+            results.append(checks.Check("soak ran to its end", False, self.failure))
         return {
             "settings": {
                 key: value
@@ -358,21 +365,14 @@ class Soak:
             "schedule": [fault.to_dict() for fault in config.schedule],
             "faults": [dict(injection, **result) for injection, result in assessed],
             "summary": summary,
-            "checks": [dataclasses.asdict(check) for check in checks],
-            "passed": all(check.ok for check in checks),
+            "checks": [dataclasses.asdict(check) for check in results],
+            "passed": all(check.ok for check in results),
             "secs": time.time() - self._started if self._started else 0.0,
             "startup_secs": measure.startups(self.events),
             "namespaces": self._network.prefix if self._network else None,
             "stack_dumps": self.sampler.dumps,
             "events": self.events,
         }
-
-    def _digest_after(self, ended):
-        """The comparison of the first restore after `ended` with its checkpoint's copy."""
-        for started, prefix in self.restores:
-            if started["time"] > ended:
-                return digest.compare(prefix, started)
-        return None
 
 
 def _child_env():

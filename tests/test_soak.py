@@ -1,8 +1,9 @@
 """The chaos soak (soak/): its schedule, its measures on events made by hand, and a short run.
 
-The unit tests need neither processes nor TensorFlow: a schedule is a pure function of its
-seed, and a fault's cost and checks are pure functions of the tasks' events, written here
-by hand with the figures worked out in comments. The e2e test runs the soak's runner on a
+The unit tests need no processes: a schedule is a pure function of its seed, and a fault's
+cost and checks are pure functions of the tasks' events, written here by hand with the
+figures worked out in comments; the comparison of checkpoints after a ps restart reads
+small checkpoints written here. The e2e test runs the soak's runner on a
 three-fault schedule (a worker killed and restarted, the ps frozen, a worker's link cut)
 with 1 ps and 2 workers in network namespaces, as `make soak` does with 20-odd faults;
 it needs root and skips without.
@@ -14,13 +15,15 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
+import tensorflow as tf
 from processes import process_alive
 
-from soak import measure, report, runner, stacks
+from soak import checks, digest, measure, report, runner, stacks
 from soak import schedule as schedule_module
 from soak.schedule import CUT, FREEZE, KILL_CHIEF, KILL_PS, KILL_WORKER, Fault
-from tf_contrib_easgd.trainer import network, stall
+from tf_contrib_easgd.trainer import export, network, stall
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -63,6 +66,70 @@ def test_a_schedule_has_every_kind_spread_over_the_training(seed, workers):
     schedule_module.check_schedule(faults, workers, stall_report_secs=3)
 
 
+def test_one_ps_keeps_the_schedules_of_before():
+    # The documented soak (seed 0, 3 workers, 20 faults) as it ran before --ps existed:
+    # the ps argument's default draws nothing more from the seed's generator.
+    faults = schedule_module.make_schedule(seed=0, faults=20, workers=3)
+    assert faults == schedule_module.make_schedule(seed=0, faults=20, workers=3, ps=1)
+    assert [(fault.kind, fault.target) for fault in faults[:8]] == [
+        (KILL_PS, "ps 0"),
+        (KILL_CHIEF, "worker 0"),
+        (KILL_WORKER, "worker 2"),
+        (CUT, "worker 2"),
+        (FREEZE, "worker 2"),
+        (CUT, "ps 0"),
+        (KILL_PS, "ps 0"),
+        (CUT, "worker 2"),
+    ]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_two_ps_are_restarted_in_turn_and_both_can_be_hit(seed):
+    faults = schedule_module.make_schedule(seed, faults=20, workers=3, ps=2)
+    # Every kind once and KILL_PS once more (one per ps) come first: 6 kinds among the
+    # first 6 faults, so at least 2 ps restarts, which alternate: ps 0 and ps 1 both.
+    assert sorted(fault.kind for fault in faults[:6]) == sorted([*schedule_module.KINDS, KILL_PS])
+    restarted = [fault.target for fault in faults if fault.kind == KILL_PS]
+    assert len(restarted) >= 2
+    assert all(a != b for a, b in zip(restarted, restarted[1:], strict=False))
+    tasks = {"ps 0", "ps 1", "worker 0", "worker 1", "worker 2"}
+    assert {fault.target for fault in faults} <= tasks
+    schedule_module.check_schedule(faults, 3, stall_report_secs=3, ps=2)
+    with pytest.raises(ValueError, match="no such task in a job of 1 ps"):
+        schedule_module.check_schedule(faults, 3, stall_report_secs=3, ps=1)
+
+
+def test_two_ps_of_one_seed_start_from_a_drawn_ps():
+    # Seed 5, 8 faults, 2 workers: the 6 first kinds shuffled, 2 more drawn; the ps
+    # restarts are the 4th and 5th faults, from ps 0 then ps 1.
+    faults = schedule_module.make_schedule(seed=5, faults=8, workers=2, ps=2)
+    assert [(fault.kind, fault.target) for fault in faults] == [
+        (KILL_CHIEF, "worker 0"),
+        (KILL_WORKER, "worker 1"),
+        (FREEZE, "worker 1"),
+        (KILL_PS, "ps 0"),
+        (KILL_PS, "ps 1"),
+        (CUT, "ps 1"),
+        (CUT, "worker 1"),
+        (CUT, "ps 1"),
+    ]
+
+
+@pytest.mark.parametrize("ps", [0, 3, True, 2.0, "2"])
+def test_a_bad_number_of_ps_is_named(ps):
+    with pytest.raises(ValueError, match=rf"ps must be 1 or 2 \(parameter servers\), got {ps!r}"):
+        schedule_module.make_schedule(seed=0, faults=5, workers=2, ps=ps)
+    with pytest.raises(ValueError, match="ps must be 1 or 2"):
+        schedule_module.check_schedule([], workers=2, stall_report_secs=3, ps=ps)
+
+
+def test_a_kill_of_a_ps_names_both_ps_of_a_job_of_two():
+    with pytest.raises(ValueError, match=r"that kind hits \['ps 0', 'ps 1'\]"):
+        schedule_module.check_schedule(
+            [Fault(0, KILL_PS, "worker 1")], workers=2, stall_report_secs=3, ps=2
+        )
+
+
 def test_a_short_schedule_takes_kinds_without_repeating_one():
     faults = schedule_module.make_schedule(seed=0, faults=3, workers=2)
     assert len({fault.kind for fault in faults}) == 3
@@ -76,7 +143,8 @@ def test_fault_and_schedule_checks_name_what_is_wrong():
     with pytest.raises(ValueError, match="kind must be one of"):
         Fault(0, "reboot", "ps 0")
     cases = [
-        ([Fault(0, FREEZE, "worker 2", 3.0)], "no such task in a job of 2 workers"),
+        ([Fault(0, FREEZE, "worker 2", 3.0)], "no such task in a job of 1 ps and 2 workers"),
+        ([Fault(0, KILL_PS, "ps 1")], "no such task in a job of 1 ps and 2 workers"),
         ([Fault(0, KILL_WORKER, "worker 0")], "that kind hits"),
         ([Fault(0, CUT, "worker 1", 4.0)], "too short for --stall_report_secs=3"),
         (
@@ -270,6 +338,77 @@ def test_a_ps_restart_beyond_one_interval_or_with_another_centre_fails():
     ]
 
 
+# A job of 2 ps: ps 0 holds the kernels, ps 1 the biases (as easgd-train's mlp puts them).
+TWO_PS_MOVES = {
+    "ps 0": {"variables": 2, "moved": 2, "max_change": 0.0213},
+    "ps 1": {"variables": 2, "moved": 2, "max_change": 0.0031},
+}
+
+
+def test_a_ps_restart_notes_that_every_ps_trained_on():
+    # ps 1 restarted; the restore set both ps back to model.ckpt-400; by the next
+    # checkpoint all 4 centre variables had changed, on the ps not restarted too.
+    injection = _injection(
+        KILL_PS, "ps 1", 100.0, 100.3, digest={"ok": True, "detail": ""}, moves=TWO_PS_MOVES
+    )
+    result = measure.assess(PS_RESTART, injection, 2, measure.Bounds(), 304)
+    assert result["problems"] == []
+    assert result["lost"] == 119  # 520 - 401, as with one ps.
+    assert (
+        "centres changed by the next checkpoint: ps0 (not restarted) 2/2, max change "
+        "0.0213, ps1 2/2, max change 0.0031"
+    ) in result["notes"]
+
+
+def test_a_ps_whose_centres_did_not_train_on_is_a_problem():
+    still = dict(TWO_PS_MOVES, **{"ps 0": {"variables": 2, "moved": 1, "max_change": 0.01}})
+    injection = _injection(
+        KILL_PS, "ps 1", 100.0, 100.3, digest={"ok": True, "detail": ""}, moves=still
+    )
+    result = measure.assess(PS_RESTART, injection, 2, measure.Bounds(), 304)
+    assert result["problems"] == [
+        "ps 0's centres did not train on after the restore: 1 of 2 changed by the next checkpoint"
+    ]
+    for moves, why in [
+        ({"error": "no checkpoint newer than the restored one was copied"}, "no checkpoint"),
+        ({}, "the chief named no ps of the centre"),
+    ]:
+        injection = dict(injection, moves=moves)
+        [problem] = measure.assess(PS_RESTART, injection, 2, measure.Bounds(), 304)["problems"]
+        assert problem.startswith("whether the centres trained on after the restore is unknown")
+        assert why in problem
+
+
+def test_one_check_sums_up_the_ps_restarts():
+    good = _injection(KILL_PS, "ps 1", 100.0, 100.3, digest={"ok": True, "detail": ""})
+    good = dict(good, moves=TWO_PS_MOVES)
+    good["fault"]["index"] = 3
+    result = measure.assess(PS_RESTART, good, 2, measure.Bounds(), 304)
+    codes = {"ps 0": 0, "ps 1": 0, "worker 0": 0, "worker 1": 0}
+    # 2 workers * 8000 steps / 10 = 1600 exchanges asked; 1601 within 2 per fault.
+    found = checks.check_job(
+        _summary(exchanges=1601), [(good, result)], _check_config(faults=1), codes
+    )
+    assert [check.name for check in found][-1] == (
+        "ps restarts: lost <= 1 interval, every ps trained on"
+    )
+    assert found[-1].ok
+    assert found[-1].detail == "#3 ps1: lost 119, centres changed after ps0 2/2, ps1 2/2"
+    bad = dict(good, moves=dict(TWO_PS_MOVES, **{"ps 0": {**TWO_PS_MOVES["ps 0"], "moved": 0}}))
+    result = measure.assess(PS_RESTART, bad, 2, measure.Bounds(), 304)
+    found = checks.check_job(
+        _summary(exchanges=1601), [(bad, result)], _check_config(faults=1), codes
+    )
+    assert not found[-1].ok
+    assert (
+        found[-1].detail
+        == "#3 ps1: lost 119, centres changed after ps0 0/2, ps1 2/2 (1 problem(s))"
+    )
+    # No ps restart, no such check.
+    plain = checks.check_job(_summary(), [], _check_config(faults=0), codes)
+    assert all(not check.name.startswith("ps restarts") for check in plain)
+
+
 def test_a_cut_notes_the_stall_and_the_rejoin():
     # Worker 1's link cut at 100 for 10 s; its step stalled at 103, was still stuck 5 s
     # after the link came back, and the process restarted itself.
@@ -292,6 +431,80 @@ def test_a_cut_notes_the_stall_and_the_rejoin():
         "stalled w1",
     ]
     assert result["problems"] == []
+
+
+def _save_centre(saver, session, model_dir, step):
+    """Saves `model.ckpt-<step>` as the chief does; `checkpoint` then names it."""
+    return saver.save(session, os.path.join(model_dir, "model.ckpt"), global_step=step)
+
+
+def test_the_centre_after_a_restore_is_compared_per_ps(tmp_path, world):
+    del world  # Ref variables in TF1 mode, resource variables in TF 2 graph mode.
+    model_dir, copies = str(tmp_path / "model"), str(tmp_path / "restored")
+    names = {
+        "ps 0": ["global_center_variable/kernel"],
+        "ps 1": ["global_center_variable/bias"],
+    }
+    with tf.Graph().as_default():
+        kernel = tf.compat.v1.get_variable(
+            "global_center_variable/kernel", initializer=[[1.0, 2.0]]
+        )
+        bias = tf.compat.v1.get_variable("global_center_variable/bias", initializer=[0.0, 0.0])
+        step = tf.compat.v1.get_variable("global_step", initializer=np.int64(40))
+        saver = tf.compat.v1.train.Saver()
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            _save_centre(saver, session, model_dir, 40)
+            restored = {"global_center_variable/kernel": session.run(kernel)}
+            restored["global_center_variable/bias"] = session.run(bias)
+            restores = digest.Restores(model_dir, copies)
+            # The chief restored model.ckpt-40 at t=10: its event, as worker.py reports it.
+            started = {
+                "time": 10.0,
+                "restored_from": "model.ckpt-40",
+                "restored_global_step": 40,
+                "restored_centre_sha256": export.centre_digest(restored),
+                "centre_ps": names,
+            }
+            restores.add(started)
+            restores.copy_later()  # Nothing newer than model.ckpt-40 yet.
+            assert restores.restores[0]["later"] is None
+            assert digest.newer_checkpoint(model_dir, "model.ckpt-40") is None
+            # Training on: the kernel's second element 2.0 -> 2.5; the bias stays 0.
+            session.run([kernel.assign([[1.0, 2.5]]), step.assign(52)])
+            _save_centre(saver, session, model_dir, 52)
+            restores.copy_later()
+            assert restores.restores[0]["later"] == os.path.join(copies, "0-later", "model.ckpt-52")
+    # Fault injected at t=5, ended at t=6: the restore at t=10 is its.
+    result = restores.assess_after(6.0)
+    assert result["digest"]["ok"], result["digest"]
+    assert result["moves"] == {
+        "ps 0": {"variables": 1, "moved": 1, "max_change": 0.5},  # |2.5 - 2.0|.
+        "ps 1": {"variables": 1, "moved": 0, "max_change": 0.0},
+    }
+    assert restores.assess_after(10.0) == {"digest": None, "moves": None}  # No later restore.
+    # The copies outlive the chief's deletion of old checkpoints.
+    for path in os.listdir(model_dir):
+        os.remove(os.path.join(model_dir, path))
+    assert restores.assess_after(6.0)["moves"]["ps 0"]["moved"] == 1
+    assert digest.moves_by_ps(restores.restores[0]["prefix"], None, names) == {
+        "error": "no checkpoint newer than the restored one was copied"
+    }
+    missing = {"ps 0": ["global_center_variable/other"]}
+    assert digest.moves_by_ps(
+        restores.restores[0]["prefix"], restores.restores[0]["later"], missing
+    ) == {"error": "global_center_variable/other of ps 0 is not in both checkpoints"}
+
+
+def test_a_newer_checkpoint_is_read_from_the_index_file(tmp_path):
+    (tmp_path / "checkpoint").write_text(
+        'model_checkpoint_path: "model.ckpt-120"\nall_model_checkpoint_paths: "model.ckpt-120"\n'
+    )
+    assert digest.newer_checkpoint(str(tmp_path), "model.ckpt-80") == "model.ckpt-120"
+    assert digest.newer_checkpoint(str(tmp_path), "model.ckpt-120") is None
+    assert digest.newer_checkpoint(str(tmp_path / "none"), "model.ckpt-80") is None
+    (tmp_path / "checkpoint").write_text("half a line")  # Being replaced: look again later.
+    assert digest.newer_checkpoint(str(tmp_path), "model.ckpt-80") is None
 
 
 def test_start_ups_are_first_sessions_of_fresh_processes():
@@ -343,14 +556,14 @@ def _summary(**changes):
 def test_the_checks_of_the_job():
     assessed = [({"fault": {"index": i}}, {"problems": []}) for i in range(3)]
     codes = {"ps 0": 0, "worker 0": 0, "worker 1": 0}
-    checks = measure.check_job(_summary(), assessed, _check_config(), codes)
-    assert all(check.ok for check in checks), checks
+    found = checks.check_job(_summary(), assessed, _check_config(), codes)
+    assert all(check.ok for check in found), found
     # 1602 exchanges for 2 * 8000 / 10 = 1600 asked: +2, within 2 per fault.
-    assert checks[4].detail == "1602 for 1600 asked (+2)"
+    assert found[4].detail == "1602 for 1600 asked (+2)"
 
     def failed(summary, config=None, exit_codes=codes, faults=assessed):
-        checks = measure.check_job(summary, faults, config or _check_config(), exit_codes)
-        return [check.name for check in checks if not check.ok]
+        found = checks.check_job(summary, faults, config or _check_config(), exit_codes)
+        return [check.name for check in found if not check.ok]
 
     assert failed(_summary(test_accuracy=0.94)) == ["centre test accuracy"]
     assert failed(_summary(local_steps={"0": 8000, "1": 7990})) == ["work asked == work done"]
