@@ -501,7 +501,8 @@ def test_a_subclass_of_ours_is_not_a_copy():
         ("tf.contrib.layers.batch_norm(x)", "tf.compat.v1.layers.batch_normalization("),
         ("tf.contrib.framework.get_global_step()", "tf.compat.v1.train.get_global_step()"),
         ("tf.contrib.rnn.LSTMCell(8)", "tf.compat.v1.nn.rnn_cell"),
-        ("tf.contrib.slim.conv2d(x, 8, 3)", "pip install tf-slim"),
+        # slim's public names become tf-slim's; a path into contrib's internals stays.
+        ("tf.contrib.slim.python.slim.learning.train_step(s)", "pip install tf-slim"),
         (
             "tf.contrib.learn.datasets.mnist.read_data_sets('/tmp/mnist')",
             "tf.keras.datasets.mnist.load_data()",

@@ -11,24 +11,30 @@ folder, so it is never left half-written), its original kept beside it as `FILE.
 existing `.bak` is never overwritten); `--nobackup` skips that. `--dry_run` writes nothing
 and prints a unified diff instead; findings are listed either way.
 
-What is rewritten, and why, is in docs/DESIGN.md ("The migration tool"); in short:
-contrib's EASGD names through any alias of `tensorflow` or of contrib's modules, or from a
-local copy of contrib's module; `tf.device(<device function>)` (which TF 2 refuses);
-`tf.layers` (with the Keras 2 switch it needs); in modules that build TF1 graphs,
-`tf.Variable`, TF1's `tf.summary` ops and, for a script, one
-`tf.compat.v1.disable_v2_behavior()` after the imports; in any module, the Estimator names
-that TensorFlow 2.16's and later `tf_upgrade_v2` no longer converts; and, in modules that
-use EASGD, TensorFlow's `MonitoredTrainingSession`, which becomes this package's (its chief
-keeps a living centre instead of restoring a checkpoint over it; `--keep_tf_session` keeps
-TensorFlow's). Everything else TF 2 changed is `tf_upgrade_v2`'s job. Convert Python 2
-sources to Python 3 first, run `tf_upgrade_v2` next, then this tool (see
-docs/MIGRATING.md). Running the tool twice changes nothing the second time.
+Every file given is read before any is rewritten: a module's star imports from the tree,
+the modules it imports and those importing it decide what it needs (`project`). What is
+rewritten, and why, is in docs/DESIGN.md ("The migration tool"); in short: contrib's EASGD
+names through any alias of `tensorflow` or of contrib's modules, a star import of the tree
+or a local copy of contrib's module; `tf.contrib.slim` as the tf-slim package;
+`tf.device(<device function>)` (which TF 2 refuses); `tf.layers`, and `tf.keras` in graph
+code, with the Keras 2 switch they need (in the script that imports them); in modules that
+build TF1 graphs or graph ops for a module using EASGD, `tf.Variable`, TF1's `tf.summary`
+ops, TF1's integer `resize` methods and, for a script, one
+`tf.compat.v1.disable_v2_behavior()` after the imports; in any module,
+`draw_bounding_boxes` without colors and the Estimator names that TensorFlow 2.16's and
+later `tf_upgrade_v2` no longer converts; and, in modules that use EASGD, TensorFlow's
+`MonitoredTrainingSession`, which becomes this package's (its chief keeps a living centre
+instead of restoring a checkpoint over it; `--keep_tf_session` keeps TensorFlow's).
+Everything else TF 2 changed is `tf_upgrade_v2`'s job. Convert Python 2 sources to Python 3
+first, run `tf_upgrade_v2` next, then this tool (see docs/MIGRATING.md). Running the tool
+twice changes nothing the second time.
 
-Exit status: 0 when everything was converted (and after the help: --help, -h, --helpshort,
---helpfull); 1 when some use could not be (each is listed on stderr as FILE:LINE: message,
-lines of the migrated file, with the hand edit to make); 2 on a usage error or a file that
-cannot be read or parsed (Python 2 sources, tabs mixed with spaces and the empty files
-tf_upgrade_v2 leaves when it fails are explained).
+The last line counts the files checked and changed, the uses not converted and the files
+not migrated at all. Exit status: 0 when everything was converted (and after the help:
+--help, -h, --helpshort, --helpfull); 1 when some use could not be (each is listed on
+stderr as FILE:LINE: message, lines of the migrated file, with the hand edit to make); 2
+on a usage error or a file that cannot be read or parsed (Python 2 sources, tabs mixed with
+spaces and the empty files tf_upgrade_v2 leaves when it fails are explained).
 """
 
 import contextlib
@@ -43,7 +49,7 @@ import tempfile
 import libcst
 from absl import app, flags
 
-from tf_contrib_easgd.migrate import codemod, source_problems
+from tf_contrib_easgd.migrate import codemod, project, source_problems
 from tf_contrib_easgd.migrate.source_problems import MigrationError
 
 EXIT_OK = 0
@@ -136,7 +142,7 @@ def find_python_files(paths):
     return list(found.values())
 
 
-def migrate_file(path, dry_run=False, backup=True, keep_tf_session=False):
+def migrate_file(path, dry_run=False, backup=True, keep_tf_session=False, context=None):
     """Migrates one file in place (unless `dry_run`).
 
     Args:
@@ -144,6 +150,7 @@ def migrate_file(path, dry_run=False, backup=True, keep_tf_session=False):
         dry_run: compute the result but write nothing.
         backup: before rewriting the file, copy it to `path + ".bak"` unless that exists.
         keep_tf_session: keep TensorFlow's `MonitoredTrainingSession` (`codemod`).
+        context: what the rest of its tree tells about it (`project.contexts`), or None.
 
     Returns:
         A `FileResult`.
@@ -164,7 +171,9 @@ def migrate_file(path, dry_run=False, backup=True, keep_tf_session=False):
     if python2:
         raise problem
     try:
-        migration = codemod.migrate_source(old_code, keep_tf_session=keep_tf_session)
+        migration = codemod.migrate_source(
+            old_code, keep_tf_session=keep_tf_session, context=context
+        )
     except libcst.ParserSyntaxError as error:
         # When both fail, Python's message is the clearer one. Python failing alone (on
         # syntax newer than this interpreter's) does not stop the migration.
@@ -204,20 +213,26 @@ def run(paths, dry_run=False, backup=True, out=None, err=None, keep_tf_session=F
     out = out or sys.stdout
     err = err or sys.stderr
     files = find_python_files(paths)
+    roots = [path for path in map(pathlib.Path, paths) if path.is_dir()]
+    contexts = project.contexts(files, roots)  # The whole tree, read before any rewrite.
     status = EXIT_OK
-    changed = unconverted = 0
+    changed = unconverted = failed = 0
     for path in files:
         try:
             result = migrate_file(
-                path, dry_run=dry_run, backup=backup, keep_tf_session=keep_tf_session
+                path,
+                dry_run=dry_run,
+                backup=backup,
+                keep_tf_session=keep_tf_session,
+                context=contexts[path],
             )
         except MigrationError as error:
             print(f"{path}:{error.line}: cannot migrate: {error.message}", file=err)
-            status = EXIT_ERROR
+            status, failed = EXIT_ERROR, failed + 1
             continue
         except (OSError, UnicodeDecodeError) as error:
             print(f"{path}: cannot migrate: {error}", file=err)
-            status = EXIT_ERROR
+            status, failed = EXIT_ERROR, failed + 1
             continue
         if result.changed:
             changed += 1
@@ -239,7 +254,7 @@ def run(paths, dry_run=False, backup=True, out=None, err=None, keep_tf_session=F
     verb = "would change" if dry_run else "changed"
     print(
         f"easgd-migrate: {len(files)} file(s) checked, {changed} {verb}, "
-        f"{unconverted} use(s) not converted.",
+        f"{unconverted} use(s) not converted, {failed} file(s) not migrated at all.",
         file=err,
     )
     return status

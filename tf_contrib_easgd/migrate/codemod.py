@@ -17,9 +17,14 @@ from tf_contrib_easgd.migrate import (
     creator_scopes,
     device_calls,
     estimator_apis,
+    global_steps,
+    image_apis,
     legacy_keras,
     optimizer_defaults,
+    project,
     session_calls,
+    slim_apis,
+    star_imports,
     tf1_apis,
 )
 from tf_contrib_easgd.migrate.contrib_names import PACKAGE, RENAMES, Finding
@@ -42,13 +47,15 @@ class Migration:
     findings: tuple
 
 
-def migrate_source(source, keep_tf_session=False):
+def migrate_source(source, keep_tf_session=False, context=None):
     """Migrates the text of one Python module.
 
     Args:
         source: the module's source code, a `str`.
         keep_tf_session: keep TensorFlow's `MonitoredTrainingSession` in a module that uses
             EASGD (by default it becomes this package's, which keeps a living centre).
+        context: what the module's tree tells about it (`project.Context`); None for a
+            module migrated on its own (its star imports then count as outside the tree).
 
     Returns:
         A `Migration`.
@@ -59,32 +66,51 @@ def migrate_source(source, keep_tf_session=False):
     """
     if not isinstance(source, str):
         raise TypeError(f"source must be a str, got {type(source).__name__}: {source!r:.80}")
+    context = context or project.EMPTY
     module = cst.parse_module(source)
     scan = tf1_apis.Scan.of(module)
     if scan.copy_class_line:
         return Migration(code=source, findings=(Finding(scan.copy_class_line, _COPY_NOTE),))
+    stars = context.stars or tuple(
+        star_imports.StarImport(name, None)
+        for name, _ in star_imports.top_level_star_imports(module)
+        if name not in scan.copies  # A copy's star import is reported as such.
+    )
+    module, star_findings = star_imports.bind(module, stars)
+    bound = module.code
+    module, slim_findings = slim_apis.to_tf_slim(module)
+    noted = [(bound, star_findings), (module.code, slim_findings)]
+    scan = tf1_apis.Scan.of(module)
     facts = Facts.of(module)
     facts.builds_graphs |= bool(scan.copies)
     facts.uses_easgd |= bool(scan.copies)
-    migrated, noted, keras_findings = _rewrite(module, scan, facts, keep_tf_session)
-    findings = _findings(source, migrated, facts, noted, keras_findings)
+    migrated, keras_findings = _rewrite(module, scan, facts, keep_tf_session, context, noted)
+    findings = _findings(source, migrated, facts, noted, keras_findings, context)
+    if migrated.code == bound:  # Only the star imports' names were made explicit: no need.
+        to_source = line_mapper(bound, source)
+        findings = [dataclasses.replace(f, line=to_source(f.line)) for f in findings]
+        return Migration(code=source, findings=tuple(findings))
     return Migration(code=migrated.code, findings=tuple(findings))
 
 
-def _rewrite(module, scan, facts, keep_tf_session):
+def _rewrite(module, scan, facts, keep_tf_session, context, noted):
     """Runs the rewrites on `module`, one pass after the other.
 
+    Appends (text, findings) of each pass that notes something to `noted`, the findings
+    with lines of that text.
+
     Returns:
-        (the rewritten module; (text, findings) of each pass that notes something, the
-        findings with lines of that text; the Keras 2 `Finding`s, with lines of the
-        rewritten module).
+        (the rewritten module; the Keras 2 `Finding`s, with lines of the rewritten module).
     """
     needs = tf1_apis.ImportNeeds(facts.module_aliases)
+    # A module of the tree whose functions build graph ops for one that uses EASGD is
+    # graph code too, though it may use no graph API itself (an input helper).
+    graph_code = facts.builds_graphs or bool(context.graph_helper)
     passes = [estimator_apis.EstimatorRewriter(needs)]
     if facts.uses_easgd:
         passes.append(session_calls.SessionRewriter(needs, keep=keep_tf_session))
-    passes.append(tf1_apis.LegacyApiRewriter(scan, needs, facts.builds_graphs))
-    noted = []
+    passes.append(image_apis.ImageRewriter(needs, graph_code))
+    passes.append(tf1_apis.LegacyApiRewriter(scan, needs, graph_code))
     for transformer in passes:
         text = module.code
         module = MetadataWrapper(module).visit(transformer)
@@ -96,11 +122,13 @@ def _rewrite(module, scan, facts, keep_tf_session):
         text = module.code
         module, found = creator_scopes.add_creator_scopes(module)
         noted.append((text, found))
-    module, findings = legacy_keras.ensure_legacy_keras(module, facts.is_script)
-    return module, noted, findings
+    module, findings = legacy_keras.ensure_legacy_keras(
+        module, facts.is_script, graph_code, context
+    )
+    return module, findings
 
 
-def _findings(source, migrated, facts, noted, keras_findings):
+def _findings(source, migrated, facts, noted, keras_findings, context):
     """All the findings of a migration, in line order, with lines of the migrated text."""
     findings = list(keras_findings)
     for text, found in noted:
@@ -108,9 +136,14 @@ def _findings(source, migrated, facts, noted, keras_findings):
         findings += [dataclasses.replace(finding, line=to_final(finding.line)) for finding in found]
     findings += names.leftover_findings(migrated)
     findings += optimizer_defaults.default_findings(migrated)
+    if facts.uses_easgd or context.graph_helper:
+        findings += global_steps.global_step_findings(migrated)
     library = facts.builds_graphs and not facts.is_script and not facts.picks_mode
     if library and migrated.code != source:
-        findings.append(_LIBRARY_NOTE)
+        if context.mode_script:
+            findings.append(_helper_note(context.mode_script))
+        else:
+            findings.append(_LIBRARY_NOTE)
     findings.sort(key=lambda finding: finding.line)
     return findings
 
@@ -124,6 +157,20 @@ _LIBRARY_NOTE = Finding(
     "tf.compat.v1.disable_v2_behavior() once at the start of the program that uses it.",
     unconverted=False,
 )
+
+
+def _helper_note(script):
+    """The note of a library module whose graphs a script of the tree builds in TF1 mode."""
+    return Finding(
+        1,
+        f"builds TF1 graphs only inside functions, for {script}, which imports it: that "
+        "script calls tf.compat.v1.disable_v2_behavior() (easgd-migrate adds it there), so "
+        "this module needs no switch of its own; a program outside the tree that imports it "
+        "must call it too.",
+        unconverted=False,
+    )
+
+
 # A module that defines contrib's classes itself: a copy of contrib's module.
 _COPY_NOTE = (
     "defines ElasticAverageOptimizer or ElasticAverageCustomGetter itself: this looks like a "

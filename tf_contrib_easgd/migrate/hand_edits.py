@@ -84,7 +84,10 @@ _GLOROT = Advice(
     "tf.compat.v1.glorot_normal_initializer()); seed and dtype carry over.",
 )
 _SLIM = Advice(
-    LIBRARY, "pip install tf-slim and `import tf_slim as slim`: that package keeps slim's API."
+    LIBRARY,
+    "pip install tf-slim and `import tf_slim as slim`: that package keeps slim's API "
+    "(easgd-migrate rewrites slim's public names; a path into contrib's internals such as "
+    "tf.contrib.slim.python.slim.X is tf_slim.X there).",
 )
 _LAYERS = "tensorflow.contrib.layers."
 

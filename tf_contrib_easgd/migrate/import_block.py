@@ -40,6 +40,23 @@ def insert_after_imports(module, facts, needs):
     return module.with_changes(body=body) if imports or prefix is not None else module
 
 
+def add_imports(module, texts):
+    """Returns `module` with the import statements `texts` at the end of its first imports.
+
+    A statement already there, spelled the same, is not added again.
+    """
+    present = {module.code_for_node(statement).strip() for statement in module.body}
+    statements = [
+        cst.parse_statement(text, config=module.config_for_parsing)
+        for text in texts
+        if text not in present
+    ]
+    if not statements:
+        return module
+    body = list(module.body)
+    return module.with_changes(body=_insert(body, _end_of_first_imports(body), statements))
+
+
 def _needs_mode_switch(facts):
     """Whether the module is a script that builds TF1 graphs and picks no mode itself."""
     return facts.is_script and facts.builds_graphs and not facts.picks_mode

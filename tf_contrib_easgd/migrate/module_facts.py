@@ -32,8 +32,18 @@ _GRAPH_APIS = frozenset(
         "train.Supervisor",
         "train.Saver",
         "train.replica_device_setter",
+        # Queue input pipelines: graph ops only, run by queue runners.
+        "train.shuffle_batch",
+        "train.batch",
+        "train.string_input_producer",
+        "train.slice_input_producer",
+        "train.start_queue_runners",
+        "FixedLengthRecordReader",
+        "TFRecordReader",
     }
 )
+# tf-slim (tf.contrib.slim's successor) builds TF1 graphs only.
+_GRAPH_PACKAGES = ("tf_slim.",)
 # The same, reached through TensorFlow's internal modules (`tensorflow.python.*`).
 _INTERNAL_GRAPH_APIS = frozenset(api.rpartition(".")[2] for api in _GRAPH_APIS)
 # Calls that make a module a script when they run at its top level (outside functions and
@@ -178,8 +188,13 @@ def _is_mode_switch(name):
 
 def _is_graph_api(name):
     """Whether the qualified `name` is a TF1 graph API (a public or an internal name)."""
-    return (name.startswith("tensorflow.") and name.removeprefix("tensorflow.") in _GRAPH_APIS) or (
-        name.startswith("tensorflow.python.") and name.rpartition(".")[2] in _INTERNAL_GRAPH_APIS
+    return (
+        (name.startswith("tensorflow.") and name.removeprefix("tensorflow.") in _GRAPH_APIS)
+        or (
+            name.startswith("tensorflow.python.")
+            and name.rpartition(".")[2] in _INTERNAL_GRAPH_APIS
+        )
+        or name.startswith(_GRAPH_PACKAGES)
     )
 
 

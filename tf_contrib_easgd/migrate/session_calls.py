@@ -4,8 +4,9 @@
 A helper of `tf_contrib_easgd.migrate.codemod`. TensorFlow's `MonitoredTrainingSession`
 (any spelling or alias) becomes `tf_contrib_easgd.MonitoredTrainingSession`, which takes the
 same arguments, and each one is noted with the reason; `keep` leaves TensorFlow's. Every use
-of `tf.compat.v1.train.Supervisor` is noted with what it does to the centre and what to use
-instead. docs/DESIGN.md, "The migration tool", says why.
+of `tf.compat.v1.train.Supervisor`, and of tf-slim's `slim.learning.train` (a Supervisor
+inside), is noted with what it does to the centre and what to pass or use instead.
+docs/DESIGN.md, "The migration tool", says why.
 """
 
 import libcst as cst
@@ -23,6 +24,8 @@ _MTS_NAMES = frozenset(f"{module}.{_MTS}" for module in _MTS_MODULES)
 _SUPERVISOR_NAMES = frozenset(
     {"tensorflow.train.Supervisor", "tensorflow.python.training.supervisor.Supervisor"}
 )
+# tf-slim's (and contrib.slim's) trainer: a Supervisor inside.
+_SLIM_TRAIN_NAMES = frozenset({"tf_slim.learning.train", "tensorflow.contrib.slim.learning.train"})
 
 MOVED_NOTE = (
     "`{spelled}` became {package}.{mts} (same arguments). TensorFlow's makes the chief "
@@ -43,6 +46,19 @@ SUPERVISOR_NOTE = (
     "sv.managed_session() or sv.prepare_or_wait_for_session(), and sess.should_stop() for "
     "sv.should_stop(): it keeps a centre the parameter servers hold, runs the hook, and "
     "starts the queue runners and saves checkpoints as the Supervisor did."
+).format(spelled="{spelled}", package=PACKAGE, mts=_MTS)
+
+SLIM_TRAIN_NOTE = (
+    "`{spelled}` trains under a tf.train.Supervisor, which runs no session hooks: the "
+    "EASGD hook never runs, so workers do not start from the centre, and a chief restores "
+    "its logdir's latest checkpoint over the centre at every start. Build "
+    "`with tf.control_dependencies([tf.compat.v1.local_variables_initializer()]): "
+    "local_init_op = opt.get_init_op(TASK_INDEX)` and pass local_init_op=local_init_op, so "
+    "that each worker starts from the centre, and "
+    "saver=opt.swapping_saver() so that its checkpoints hold the centre under the model's "
+    "names; or train in {package}.{mts}(master=..., is_chief=..., checkpoint_dir=LOGDIR, "
+    "hooks=[opt.make_session_run_hook(IS_CHIEF, TASK_INDEX)]), which keeps a centre the "
+    "parameter servers hold."
 ).format(spelled="{spelled}", package=PACKAGE, mts=_MTS)
 
 
@@ -90,6 +106,8 @@ class SessionRewriter(ImportAwareTransformer):
         found = names.qualified_names(self, original_node)
         if found & _SUPERVISOR_NAMES:
             self._note(original_node, SUPERVISOR_NOTE, self._spelled(original_node))
+        if found & _SLIM_TRAIN_NAMES:
+            self._note(original_node, SLIM_TRAIN_NOTE, self._spelled(original_node))
         if not found & _MTS_NAMES or self._keep:
             return updated_node
         self._note(original_node, MOVED_NOTE, self._spelled(original_node))
