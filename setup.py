@@ -59,7 +59,9 @@ setuptools.setup(
         # Migrated TF1 scripts that use tf.compat.v1.layers: on Keras 3 (TF 2.16 and later)
         # they need Keras 2 as the tf-keras package and TF_USE_LEGACY_KERAS=1 (easgd-migrate
         # sets it). Install the tf-keras release matching TensorFlow's (constraints pin it).
-        "legacy-keras": ["tf-keras>=2.15,<2.22"],
+        # tf-slim: tf.contrib.slim's successor, which easgd-migrate rewrites slim code to
+        # (its last release, 1.1.0; docs/MIGRATING.md says what it needs on TF 2.16+).
+        "legacy-keras": ["tf-keras>=2.15,<2.22", "tf-slim>=1.1,<1.2"],
     },
     entry_points={
         "console_scripts": [

@@ -21,12 +21,20 @@ accuracy. What each script covers is in its docstring; in short:
   job, `tf.estimator.inputs.numpy_input_fn`, EASGD in the `model_fn`,
   `train_and_evaluate`, `export_savedmodel` on the chief.
 
+* slim_project/ (a tree of five modules, converted by one command each: `tf_upgrade_v2
+  --intree` and `easgd-migrate DIR`): `from common import *` bringing `tf` and `slim`,
+  `tf.contrib.slim` as tf-slim, an input helper with a queue pipeline, image summaries,
+  `resize_images(method=0)` and `draw_bounding_boxes`, a slim network whose L2 regularizer
+  becomes `tf.keras` (Keras 2 through tf-keras), `slim.learning.train` (a Supervisor) and a
+  stop and a decay on `global_step`, which counts exchanges.
+
 The ps is never told to stop (the scripts only `join()` it, as 2018 scripts did); the test
 kills it once the workers are done.
 """
 
 import ast
 import dataclasses
+import pathlib
 import re
 import shutil
 import time
@@ -230,3 +238,78 @@ def test_migrated_estimator_script_trains_on_a_tf_config_cluster(tmp_path, legac
     assert step >= 1500
     assert accuracy >= ESTIMATOR.target
     assert list((tmp_path / "model" / "export").glob("*/saved_model.pb")), "no SavedModel"
+
+
+# The slim project stops at global step 100 at period 8: its two workers take at least
+# 8 * 100 = 800 local steps together (the global step is the sum over the workers of their
+# local steps // 8, so 100 exchanges need 800 of them), however they share them. Migrated,
+# on TF 2.21 (chief started first, worker 1 once the chief's first step is taken), the
+# chief's evaluation of the saved centre was 0.848 once (632 and 170 local steps); chance
+# is 0.10.
+PROJECT_EXCHANGES = 100
+PROJECT_PERIOD = 8  # The project's default --communication_period.
+PROJECT_TARGET = 0.70
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(CHIEF_READY_TIMEOUT_S + TRAINING_TIMEOUT_S + 4 * legacy_jobs.TOOL_TIMEOUT_S)
+def test_a_slim_project_tree_migrates_in_one_command_each_and_trains(tmp_path, legacy_processes):
+    pytest.importorskip("tf_slim", reason="tf-slim comes with the legacy-keras extra")
+    start = time.monotonic()
+    shutil.copytree(legacy_jobs.LEGACY_DIR / "slim_project", tmp_path / "original")
+    upgrade = [str(legacy_jobs.BIN / "tf_upgrade_v2"), "--intree", "original", "--outtree", "tf2"]
+    upgraded = legacy_jobs.run_tool(upgrade, tmp_path)
+    assert "Failed to parse" not in upgraded.stdout + upgraded.stderr, upgraded.stdout[-2000:]
+    report = legacy_jobs.migrate(["tf2"], tmp_path)
+    print(f"converted after {time.monotonic() - start:.0f} s:\n{report}")
+    assert report.rstrip().endswith(
+        "5 file(s) checked, 4 changed, 0 use(s) not converted, 0 file(s) not migrated at all."
+    )
+    for note in (
+        # train.py: the trainer, its global_step reads, the Keras 2 its network needs.
+        "train.py:108: note: `slim.learning.train` trains under a tf.train.Supervisor",
+        "train.py:84: note: reads global_step for a learning-rate decay and a stop condition",
+        f"train.py:28: note: imports {pathlib.Path('tf2/nets/digits_net.py')} (tf.keras)",
+        "digits_net.py:13: note: tf.contrib.slim became the tf-slim package",
+        "digits_input.py:1: note: builds TF1 graphs only inside functions, for tf2/train.py",
+    ):
+        assert note in report, report
+    again = legacy_jobs.migrate(["tf2"], tmp_path)
+    assert "5 file(s) checked, 0 changed" in again, again
+    tree = {path: path.read_text() for path in (tmp_path / "tf2").rglob("*.py")}
+    for path, code in tree.items():
+        used = {ast.unparse(n) for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Attribute)}
+        assert not [name for name in used if name.startswith("tf.contrib")], path
+    helper = tree[tmp_path / "tf2" / "digits_input.py"]
+    assert "tf.compat.v1.image.resize(images, [size, size], method=0)" in helper
+    assert "tf.compat.v1.image.draw_bounding_boxes(image_batch, box)" in helper
+    assert helper.count("tf.compat.v1.summary.image(") == 2
+
+    flags = [f"--train_dir={tmp_path / 'train'}", f"--max_number_of_steps={PROJECT_EXCHANGES}"]
+    logs = legacy_processes.run_ps_and_two_workers(
+        "tf2/train.py", flags, CHIEF_READY_TIMEOUT_S, TRAINING_TIMEOUT_S
+    )
+    print(f"workers done after {time.monotonic() - start:.0f} s")
+    local_steps = []
+    for index, log in enumerate(logs):
+        assert "Traceback" not in log, log[-3000:]
+        found = re.search(rf"^Worker {index}: (\d+) local steps", log, re.M)
+        assert found, log[-3000:]
+        local_steps.append(int(found.group(1)))
+    found = re.search(r"^Worker 0: test accuracy ([0-9.]+) of the centre", logs[0], re.M)
+    assert found, logs[0][-3000:]
+    accuracy = float(found.group(1))
+    print(f"local steps {local_steps}, centre accuracy {accuracy}")
+    assert sum(local_steps) >= PROJECT_PERIOD * PROJECT_EXCHANGES
+    # The chief's swapping saver wrote the centre under the network's own names.
+    reader = tf.train.load_checkpoint(str(tmp_path / "train"))
+    assert reader.get_tensor("global_step") >= PROJECT_EXCHANGES
+    assert reader.has_tensor("digits_net/conv1/weights")
+    assert not [n for n in reader.get_variable_to_shape_map() if "center_variable" in n]
+    tags = set()
+    for events in (tmp_path / "train").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            tags |= {value.tag for value in event.summary.value}
+    # The helper's image summaries reach merge_all, which the chief's Supervisor runs.
+    assert {"input_images/image/0", "boxed_images/image/0"} <= tags, tags
+    assert accuracy >= PROJECT_TARGET

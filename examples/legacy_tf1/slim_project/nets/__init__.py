@@ -1,0 +1,1 @@
+"""The slim digits project's networks."""
