@@ -29,6 +29,32 @@ from tf_contrib_easgd.job import recovery
             ),
             True,
         ),
+        # A step ended by a parameter server's abort: the worker's part is cancelled, and
+        # the class raised is the worker's (a soak with two ps, TF 2.21, under load).
+        (
+            tf.errors.CancelledError(
+                None,
+                None,
+                "Graph execution error:\n\n=====================\nCANCELLED: From "
+                "/job:worker/replica:0/task:1:\nRecvFromRemoteAsync is cancelled.\n\t "
+                "[[{{node elastic_distance_terms/sub/ReadVariableOp_S99}}]]\nABORTED: From "
+                "/job:ps/replica:0/task:0:\nThe same RunGraph (Worker) request was received "
+                "twice.\n=====================",
+            ),
+            True,
+        ),
+        (
+            tf.errors.CancelledError(
+                None,
+                None,
+                "CANCELLED: From /job:worker/replica:0/task:0:\nUNAVAILABLE: From "
+                "/job:ps/replica:0/task:1:\nConnection reset by peer",
+            ),
+            True,
+        ),
+        # A session closed or a run cancelled here, with no other task's error: not a loss.
+        (tf.errors.CancelledError(None, None, "Session has been closed."), False),
+        (tf.errors.CancelledError(None, None, "RecvFromRemoteAsync is cancelled."), False),
         (tf.errors.InternalError(None, None, "a bug"), False),
         (tf.errors.FailedPreconditionError(None, None, "the table is not ready"), False),
         (tf.errors.DeadlineExceededError(None, None, "timed out"), False),

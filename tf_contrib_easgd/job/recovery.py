@@ -18,6 +18,9 @@ DEFAULT_TIMEOUT_SECS = 600.0
 #: `UnavailableError` of a non-communication op (a `RemoteCall` is one).
 _REWRITTEN_UNAVAILABLE = "originally returned UnavailableError"
 _UNINITIALISED = ("uninitialized", "uninitialised", "not initialized")
+#: How TensorFlow names, in the `CancelledError` of a step, another task's error that ended
+#: it: the worker's own part of the step is cancelled and its error class is the one raised.
+_ENDED_BY_ANOTHER_TASK = ("ABORTED: From /job:", "UNAVAILABLE: From /job:")
 
 
 def is_recoverable_error(error):
@@ -31,6 +34,10 @@ def is_recoverable_error(error):
       from.
     - A `FailedPreconditionError` about an uninitialised variable: a parameter server was
       restarted and is still empty (the chief has not restored the centre into it yet).
+    - A `CancelledError` of a step that another task ended with one of the first two: the
+      worker's part of the step is cancelled, and TensorFlow raises that class, not the
+      other task's (seen under load: a parameter server's `AbortedError` "The same
+      RunGraph (Worker) request was received twice", a retried call).
 
     Args:
         error: an exception.
@@ -45,6 +52,8 @@ def is_recoverable_error(error):
     if isinstance(error, tf.errors.FailedPreconditionError):
         message = str(error).lower()
         return any(words in message for words in _UNINITIALISED)
+    if isinstance(error, tf.errors.CancelledError):
+        return any(cause in str(error) for cause in _ENDED_BY_ANOTHER_TASK)
     return False
 
 
