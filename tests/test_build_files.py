@@ -118,7 +118,7 @@ LAYERS = {
     "cluster": (("cluster/",), ()),
     "job": (("job/",), ()),
     "estimator": (("estimator/",), (":algorithm", ":cluster")),
-    "eager": (("eager/",), (":algorithm", ":cluster", ":job")),
+    "eager": (("eager/",), (":algorithm", ":cluster", ":exchange", ":job")),
     "keras": (("keras/",), (":eager",)),
     "trainer": (("trainer/",), (":library",)),
     "migrate": (("migrate/",), (":library",)),

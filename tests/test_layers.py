@@ -39,14 +39,14 @@ def _modules(folder):
 #: need no other, the exchange may tell a lost task (`job.recovery`), the algorithm (the
 #: package folder: getter, optimizer, hook, penalty, saver) builds on the exchange, and the
 #: integrations with Estimator, eager loops and Keras on any of them (Keras's callback on
-#: the eager worker).
+#: the eager worker, the eager worker's 16-bit wire on the exchange's).
 WINGS = {
     "cluster": (),
     "job": (),
     "exchange": ("job",),
     "algorithm": ("exchange", "job"),
     "estimator": ("algorithm", "cluster", "job"),
-    "eager": ("algorithm", "cluster", "job"),
+    "eager": ("algorithm", "cluster", "exchange", "job"),
     "keras": ("eager",),
 }
 #: The library's modules: the package folder (the algorithm) and its wings.

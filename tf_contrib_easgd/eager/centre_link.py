@@ -3,8 +3,9 @@
 The variables train eagerly (a custom loop, or Keras `model.fit`); the centre lives in the
 parameter servers' resource managers as in a TF1 job, where every worker's session finds it
 by name. `CentreLink` builds, once, the graph of everything a worker asks of the centre
-(start, exchange, checkpoint, end of job) and opens its session with the library's session
-creators. docs/KERAS.md, "How it works".
+(start, exchange, checkpoint, end of job), at full width or over a 16-bit wire
+(`link_wire`), and opens its session with the library's session creators. docs/KERAS.md,
+"How it works".
 """
 
 import dataclasses
@@ -14,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_contrib_easgd.custom_getter import GLOBAL_STEP, GLOBAL_VARIABLE_NAME
+from tf_contrib_easgd.eager.link_wire import LinkWire
 from tf_contrib_easgd.job.completion import TrainingCompletion
 from tf_contrib_easgd.job.sessions import CentreKeepingScaffold, CentreWaitingSessionCreator
 
@@ -40,13 +42,18 @@ class CentreLink:
     which counts the exchanges of all workers. An exchange is one `session.run`: the worker
     feeds its values x; each parameter server computes d = alpha * (x - c) for its centres,
     adds d to them and returns d, which the worker subtracts from its variables. Each
-    tensor crosses once each way. The run's graph has a partition per parameter server,
+    tensor crosses once each way. Over a 16-bit wire (`LinkWire`) the worker sends
+    s = wire(x - r) instead, the parameter server answers e = wire(c - r), and both sides
+    compute d = alpha * (s - e) from those two tensors with the same ops; r, a reference
+    both hold, moves by e on each. The run's graph has a partition per parameter server,
     and the master starts them all at once: the calls to P parameter servers are in flight
     together, and the exchange ends when the last one has answered (`global_step` moves
     once every centre has).
     """
 
-    def __init__(self, task, specs, moving_rate, server, session_config, model_dir):
+    def __init__(
+        self, task, specs, moving_rate, server, session_config, model_dir, wire_dtype=None
+    ):
         """Builds the graph. Nothing runs until `connect`.
 
         Args:
@@ -56,6 +63,8 @@ class CentreLink:
             server: the worker's started `tf.distribute.Server`.
             session_config: the `tf.compat.v1.ConfigProto` of the sessions.
             model_dir: where the chief checkpoints the centre, or None.
+            wire_dtype: None (float32 values cross), or the checked 16-bit dtype of the
+                wire, `tf.bfloat16` or `tf.float16`.
         """
         self._task = task
         self._server = server
@@ -63,6 +72,7 @@ class CentreLink:
         self._model_dir = model_dir
         self._session = None
         self._run_exchange = None
+        self.wire = None if wire_dtype is None else LinkWire(wire_dtype, task, moving_rate)
         self.graph = tf.Graph()
         with self.graph.as_default():
             self._build(task, specs, moving_rate)
@@ -75,7 +85,7 @@ class CentreLink:
                 tf.compat.v1.placeholder(spec.dtype, spec.shape, name=f"value_{index}")
                 for index, spec in enumerate(specs)
             ]
-        centres, deltas, moves = [], [], []
+        centres, deltas, moves, starts, started = [], [], [], [], []
         for spec, value, device in zip(specs, self._values, devices, strict=True):
             with tf.compat.v1.device(device):
                 centre = tf.Variable(
@@ -83,10 +93,18 @@ class CentreLink:
                     name=f"{GLOBAL_VARIABLE_NAME}/{spec.name}",
                     trainable=False,
                 )
-                delta, move = self._move_centre(spec, centre, value, moving_rate)
-                moves.append(move)
+            if self.wire is not None and self.wire.narrows(spec):
+                delta, move = self.wire.exchange(spec, centre, value)
+                start, assigned = self.wire.start(spec, centre)
+                started.append(assigned)
+            else:
+                with tf.compat.v1.device(device):
+                    delta, move = self._move_centre(spec, centre, value, moving_rate)
+                start = centre.value()
+            moves.append(move)
             centres.append(centre)
             deltas.append(delta)
+            starts.append(start)
         with tf.compat.v1.device("/job:ps/task:0"):
             self._global_step = tf.Variable(
                 tf.zeros([], tf.int64), name=GLOBAL_STEP, trainable=False
@@ -95,6 +113,7 @@ class CentreLink:
                 exchanged = self._global_step.assign_add(1)
         self._exchange = (deltas, exchanged)
         self._read = [centre.value() for centre in centres]
+        self._start = (starts, tf.group(*started))
         self._read_step = self._global_step.value()
         with tf.compat.v1.device(worker):
             self._set = tf.group(*(c.assign(v) for c, v in zip(centres, self._values, strict=True)))
@@ -176,8 +195,14 @@ class CentreLink:
         """Returns the centre: an array per variable."""
         return self._session.run(self._read)
 
+    def start_values(self):
+        """Returns the centre, an array per variable, for the worker to start from: read
+        once, and over a 16-bit wire also assigned to both sides' references."""
+        return self._session.run(self._start)[0]
+
     def exchange(self, values):
-        """Moves the centre towards `values` by d = alpha * (values - centre).
+        """Moves the centre towards `values` by d = alpha * (values - centre) (over a 16-bit
+        wire, d = alpha * (s - e), see the class docstring).
 
         Args:
             values: the worker's values, an array per variable.

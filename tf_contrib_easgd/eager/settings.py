@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from tf_contrib_easgd import _validation
 from tf_contrib_easgd.cluster.resolver import ClusterTask
+from tf_contrib_easgd.exchange.wire import check_wire_dtype
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Settings:
     stop_ps: bool
     server: object
     overlap: bool
+    wire_dtype: tf.DType | None = None
 
     @classmethod
     def checked(
@@ -39,8 +41,10 @@ class Settings:
         stop_parameter_servers,
         server,
         overlap,
+        wire_dtype=None,
     ):
-        """The arguments, checked; `moving_rate` None becomes 0.9 / tau / workers.
+        """The arguments, checked; `moving_rate` None becomes 0.9 / tau / workers, and
+        `wire_dtype` None or float32 (by `tf.DType` or name) becomes None.
 
         Raises:
             TypeError: if an argument has the wrong type (e.g. `cluster` is None).
@@ -67,6 +71,7 @@ class Settings:
             stop_ps=stop_ps,
             server=server,
             overlap=_validation.check_bool(overlap, "overlap"),
+            wire_dtype=check_wire_dtype(wire_dtype),
         )
 
 

@@ -41,7 +41,8 @@ class ElasticAverageWorker:
     * `step()`, every `communication_period` calls (tau), sends the variables x to the
       parameter servers, which compute d = moving_rate * (x - c) once per variable, add d
       to the centre c and send d back; the worker subtracts the same d from x (with
-      `overlap=True`, at its next exchange, while this one travels);
+      `overlap=True`, at its next exchange, while this one travels; with a 16-bit
+      `wire_dtype`, both sides compute d from 16-bit differences);
     * after a lost parameter server, waits for it and starts again from the centre (the
       chief restores its latest checkpoint into a restarted ps);
     * `end()` (leaving `with` without an error) copies the centre into the variables; the
@@ -67,6 +68,7 @@ class ElasticAverageWorker:
         stop_parameter_servers=True,
         server=None,
         overlap=False,
+        wire_dtype=None,
     ):
         """Checks the arguments; the cluster is reached by `start()`.
 
@@ -94,6 +96,10 @@ class ElasticAverageWorker:
                 `communication_period` steps: its d, computed from the values as they were
                 sent, is subtracted at the next exchange (and at `end()`), as
                 `ElasticAverageOptimizer(overlap=True)` does.
+            wire_dtype: None (or `tf.float32`) sends float32 values; `tf.bfloat16` or
+                `tf.float16` (or their names) sends each float32/float64 variable as 16-bit
+                differences, half the bytes, as `ElasticAverageOptimizer(wire_dtype=...)`
+                (docs/DESIGN.md, "A 16-bit wire": no rounding error accumulates).
 
         Raises:
             TypeError: if an argument has the wrong type (e.g. `cluster` is None).
@@ -110,6 +116,7 @@ class ElasticAverageWorker:
             stop_parameter_servers,
             server,
             overlap,
+            wire_dtype,
         )
         self._setup(settings, Averaged(variables))
         check_eager("ElasticAverageWorker", "a custom training loop")
@@ -154,6 +161,11 @@ class ElasticAverageWorker:
     def overlap(self):
         """Whether exchanges overlap the steps that follow them."""
         return self._settings.overlap
+
+    @property
+    def wire_dtype(self):
+        """The 16-bit dtype of the wire (`tf.bfloat16` or `tf.float16`), or None: float32."""
+        return self._settings.wire_dtype
 
     @property
     def variables(self):
@@ -321,6 +333,7 @@ class ElasticAverageWorker:
             self._server,
             config,
             settings.model_dir if task.is_chief else None,
+            wire_dtype=settings.wire_dtype,
         )
 
     def _link_class(self):
@@ -393,7 +406,8 @@ class ElasticAverageWorker:
         self.recoveries += 1
 
     def _copy_centre(self):
-        for weight, value in zip(self._weights, self._link.read(), strict=True):
+        """Starts the variables from the centre (over a 16-bit wire, the references too)."""
+        for weight, value in zip(self._weights, self._link.start_values(), strict=True):
             weight.assign(value)
 
     def _close_sender(self):

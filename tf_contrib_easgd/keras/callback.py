@@ -34,7 +34,8 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
     * every `communication_period` batches (tau), sends the worker's weights x to the
       parameter servers, which compute d = moving_rate * (x - c) once per weight, add d to
       the centre c and send d back; the worker subtracts the same d from x (with
-      `overlap=True`, at its next exchange, while this one travels);
+      `overlap=True`, at its next exchange, while this one travels; with a 16-bit
+      `wire_dtype`, both sides compute d from 16-bit differences);
     * after a lost parameter server, waits for it and starts again from the centre (the
       chief restores its latest checkpoint into a restarted ps);
     * at the end of `fit`, copies the centre into the model; the chief first waits for the
@@ -60,6 +61,7 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
         stop_parameter_servers=True,
         server=None,
         overlap=False,
+        wire_dtype=None,
     ):
         """Checks the arguments; the cluster is reached when `fit` begins.
 
@@ -83,6 +85,10 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
                 `communication_period` batches: its d, computed from the weights as they
                 were sent, is subtracted at the next exchange (and at the end of `fit`),
                 as `ElasticAverageOptimizer(overlap=True)` does.
+            wire_dtype: None (or `tf.float32`) sends float32 values; `tf.bfloat16` or
+                `tf.float16` (or their names) sends each float32/float64 weight as 16-bit
+                differences, half the bytes, as `ElasticAverageOptimizer(wire_dtype=...)`
+                (docs/DESIGN.md, "A 16-bit wire": no rounding error accumulates).
 
         Raises:
             TypeError: if an argument has the wrong type (e.g. `cluster` is None).
@@ -99,6 +105,7 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
             stop_parameter_servers,
             server,
             overlap,
+            wire_dtype,
         )
         self._worker = None  # The `ElasticAverageWorker` of the model, made by the first fit.
         self._keras_weights = []  # The model's averaged weights, as Keras holds them.
@@ -120,6 +127,11 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
     def overlap(self):
         """Whether exchanges overlap the batches that follow them."""
         return self._settings.overlap
+
+    @property
+    def wire_dtype(self):
+        """The 16-bit dtype of the wire (`tf.bfloat16` or `tf.float16`), or None: float32."""
+        return self._settings.wire_dtype
 
     @property
     def local_steps(self):
