@@ -49,6 +49,7 @@ def run_worker(task, config, reporter, started_at):
         timeout_secs=config.timeout_secs,
         save_checkpoint_steps=config.save_checkpoint_steps,
         overlap=config.overlap,
+        wire_dtype=config.wire_dtype,
     )
     progress = _Progress(task, config, reporter, easgd, dataset, started_at)
     if not task.is_chief:
