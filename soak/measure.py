@@ -82,10 +82,26 @@ def last_before(events, task, kinds, before):
     return found[-1] if found else None
 
 
+def asked_steps(events, task):
+    """The local steps worker `task` was asked for, from its "progress" events, or None."""
+    reports = [e["steps"] for e in of(events, task, "progress") if "steps" in e]
+    return reports[-1] if reports else None
+
+
+def is_finished(event, asked):
+    """Whether a worker's `event` says it has done its `asked` steps and waits for the end:
+    "done", or a "started" of a new session at its last step (a finished worker whose
+    session a restored ps replaced resumes at its count, trains nothing, and reports no
+    more "progress" or "done")."""
+    if event["event"] == "done":
+        return True
+    return event["event"] == "started" and asked is not None and event.get("step", -1) >= asked
+
+
 def finished_before(events, task, before):
     """Whether worker `task` had done its steps and was waiting for the end at `before`."""
     last = last_before(events, task, ("started", "progress", "done"), before)
-    return last is not None and last["event"] == "done"
+    return last is not None and is_finished(last, asked_steps(events, task))
 
 
 def recovery(events, workers, injected, ended):
@@ -106,17 +122,18 @@ def recovery(events, workers, injected, ended):
     Returns:
         `(time, {worker: time})`: the time every worker had reported a "progress" or
         "done" event later than the anchor (None while one has not), and each worker's.
-        A worker whose last report is "done" waits for the end of the job and reports
-        nothing more: it counts as back.
+        A worker whose last report says it is finished (`is_finished`) waits for the end
+        of the job and reports nothing more: it counts as back.
     """
     names = schedule_module.worker_names(workers)
+    asked = {name: asked_steps(events, name) for name in names}
     finished = {name for name in names if finished_before(events, name, injected)}
     anchor, back = ended, {}
     for event in events:
         name, kind = event["task"], event["event"]
         if event["time"] <= injected or name not in names:
             continue
-        if kind == "done":
+        if is_finished(event, asked[name]):
             finished.add(name)
         elif kind in ("started", "progress"):
             finished.discard(name)
@@ -136,13 +153,13 @@ def silence(events, workers, now):
 
     Returns:
         `{worker: seconds since its last "started" or "progress" event}`, for each worker
-        that has reported and whose last such event is not "done" (a finished worker
-        waits for the end of the job silently).
+        that has reported and whose last such event does not say it is finished
+        (`is_finished`: a finished worker waits for the end of the job silently).
     """
     quiet = {}
     for name in schedule_module.worker_names(workers):
         last = last_before(events, name, ("started", "progress", "done"), math.inf)
-        if last is not None and last["event"] != "done":
+        if last is not None and not is_finished(last, asked_steps(events, name)):
             quiet[name] = now - last["time"]
     return quiet
 

@@ -286,6 +286,27 @@ def test_a_worker_that_finishes_during_a_fault_counts_as_back():
     )
 
 
+def test_a_finished_worker_whose_ps_was_restored_counts_as_back():
+    # Worker 1 finished its 5000 steps (done at 90); ps 0 killed at 98, restored from a
+    # checkpoint that holds worker 1's count 5000. Worker 1's new session starts at step
+    # 5000 (at 106), trains nothing and reports no more "progress" or "done": it is
+    # finished. The chief's new session at 105 and its progress at 108: back at 108, the
+    # anchor being worker 1's "started" at 106.
+    events = [
+        _event(89.0, "worker 1", "progress", step=5000, steps=5000),
+        _event(90.0, "worker 1", "done", steps=5000),
+        _event(105.0, "worker 0", "started", step=4000),
+        _event(106.0, "worker 1", "started", step=5000),
+        _event(108.0, "worker 0", "progress", step=4100, steps=5000),
+    ]
+    assert measure.recovery(events, 2, injected=98.0, ended=98.3) == (108.0, {"worker 0": 108.0})
+    # Nor is it silent at 170: only the chief, 62 s after its last report, is.
+    assert measure.silence(events, 2, now=170.0) == {"worker 0": 62.0}
+    # A worker whose new session starts below its steps still has to train: not back.
+    below = [*events[:3], _event(106.0, "worker 1", "started", step=4990), events[4]]
+    assert measure.recovery(below, 2, injected=98.0, ended=98.3) == (None, {"worker 0": 108.0})
+
+
 # The ps killed at t=100, restarted at 100.3. Before: the chief reported 500 exchanges,
 # worker 1 520; the chief's new session restored model.ckpt-400 (global_step 401).
 PS_RESTART = [
