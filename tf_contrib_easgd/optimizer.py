@@ -33,10 +33,10 @@ class ElasticAverageOptimizer(ContribAttributes, tf.compat.v1.train.Optimizer):
     Each worker trains its own copy x of the variables with the wrapped optimizer. Every
     `communication_period` (tau) local steps it and the centre x~ kept on the parameter
     servers move towards each other by the same d = alpha * (x - x~): x <- x - d,
-    x~ <- x~ + d, alpha = `moving_rate` (docs/DESIGN.md, "Glossary"). Between exchanges an elastic penalty (`rho`, `penalty`) pulls x
-    towards the centre as last read. With Nesterov momentum as the wrapped optimizer this
-    is EAMSGD (Zhang, Choromanska and LeCun, "Deep learning with Elastic Averaging SGD",
-    NIPS 2015).
+    x~ <- x~ + d, alpha = `moving_rate` (docs/DESIGN.md, "Glossary"). Between exchanges an
+    elastic penalty (`rho`, `penalty`) pulls x towards the centre as last read. With
+    Nesterov momentum as the wrapped optimizer this is EAMSGD (Zhang, Choromanska and
+    LeCun, "Deep learning with Elastic Averaging SGD", NIPS 2015).
 
     `global_step`, when given to `apply_gradients` or `minimize`, is incremented once per
     exchange, not per local step: it counts communication rounds summed over all workers
