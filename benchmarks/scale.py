@@ -202,11 +202,12 @@ def job(cluster, model, workers, ps_tasks, log):
     """Start-up and end of a `workers`-worker job as easgd-train runs it (`Host.job`), and
     the ps tasks' CPU while the others wait for the late chief."""
     container, model_dir = f"j{os.getpid()}w{workers}", tempfile.mkdtemp(prefix="easgd-scale-job-")
-    common = {"model": model, "ps_tasks": ps_tasks, "num_workers": workers, "container": container}
+    common = {"model": model, "ps_tasks": ps_tasks, "num_workers": workers, "container": container,
+              "exchanges": JOB_EXCHANGES}  # fmt: skip
     cluster.call_hosts(_hosts(cluster, workers, "job", **common))
     start_at = wall_time_in(2.0)
     timing = {"start_at": start_at, "chief_delay": CHIEF_DELAY_SECS, "model_dir": model_dir}
-    commands = _hosts(cluster, workers, "job", exchanges=JOB_EXCHANGES, **timing, **common)
+    commands = _hosts(cluster, workers, "job", **timing, **common)
 
     def ps_cpu():
         return sum(cluster.counters()["ps_cpu"][:ps_tasks])

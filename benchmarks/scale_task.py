@@ -7,7 +7,6 @@ calibrated compute time and every `period`-th step EASGD's train op (the library
 exchange); a ps answers models.py's `trim_memory`.
 """
 
-import contextlib
 import os
 import threading
 import time
@@ -24,21 +23,25 @@ from tf_contrib_easgd import (  # noqa: E402
     CentreWaitingSessionCreator,
     ElasticAverageCustomGetter,
     ElasticAverageOptimizer,
+    WorkLedger,
 )
 from tf_contrib_easgd.custom_getter import partitions  # noqa: E402
-from tf_contrib_easgd.trainer import finish  # noqa: E402
-from tf_contrib_easgd.trainer.ledger import WorkLedger  # noqa: E402
+from tf_contrib_easgd.job import ledger as work_ledger  # noqa: E402
+from tf_contrib_easgd.job.ledger_variables import LedgerVariables  # noqa: E402
+from tf_contrib_easgd.trainer import export  # noqa: E402
 
 v1 = tf.compat.v1
 TIMEOUT_MS = 120_000  # A blocked session.run fails instead of hanging.
 JITTER = 0.05  # A local step waits the compute time times a uniform draw in 1 +- JITTER.
 
 
-def worker_graph(model, ps_tasks, wire, num_workers, index, container, trainer=False):
+def worker_graph(model, ps_tasks, wire, num_workers, index, container, trainer=False,
+                 train_steps=1):  # fmt: skip
     """Worker `index`'s graph: `model`'s variables under EASGD, every weight matrix a
     partitioned variable with a shard per ps task. The loss reads a row of each shard (the
     compute is the harness's wait); each run of the train op exchanges every value. With
-    `trainer`, easgd-train's work ledger, sharded checkpoint saver, export saver and hook."""
+    `trainer`, easgd-train's work ledger (of `train_steps` local steps), sharded checkpoint
+    saver, export saver and hook."""
     device, g = f"/job:worker/task:{index}", types.SimpleNamespace(graph=tf.Graph())
     with g.graph.as_default(), v1.container(container):
         getter = ElasticAverageCustomGetter(device)
@@ -58,7 +61,10 @@ def worker_graph(model, ps_tasks, wire, num_workers, index, container, trainer=F
             g.train_op = g.optimizer.minimize(loss, global_step=g.global_step)
             if trainer:  # As easgd-train's graph.build_worker_graph makes them.
                 g.hook = g.optimizer.make_session_run_hook(index == 0, index)
-                g.ledger = WorkLedger(num_workers, index)
+                # The ledger counts the tasks of the cluster; their addresses go unused.
+                tasks = {"ps": [f"ps{i}:1" for i in range(ps_tasks)],
+                         "worker": [f"worker{i}:1" for i in range(num_workers)]}  # fmt: skip
+                g.ledger = WorkLedger(tasks, index == 0, index, train_steps, 1)
                 g.saver = v1.train.Saver(sharded=True, max_to_keep=3, save_relative_paths=True,
                                          name="checkpoint_saver")  # fmt: skip
                 g.export_saver = g.optimizer.swapping_saver(name="export_saver")
@@ -180,11 +186,12 @@ class Host:
         worker's graph; then at `start_at` each opens its `MonitoredSession` (the chief
         `chief_delay` late, with `CentreKeepingScaffold`; the others with
         `CentreWaitingSessionCreator`), takes `exchanges` exchanges, records them in the
-        work ledger and ends as easgd-train's `finish` does. {"workers": [{"index", "ready",
-        "finished", "done", and the chief's "saved_from", "saved", "exported_from",
-        "exported", "ended"}]}: seconds from `start_at`."""
+        work ledger and ends as easgd-train does (the ledger's `finish`). {"workers":
+        [{"index", "ready", "finished", "done", and the chief's "saved_from", "saved",
+        "exported_from", "exported", "ended"}]}: seconds from `start_at`."""
         if start_at is None:
-            self.jobs = {i: worker_graph(model, ps_tasks, None, num_workers, i, container, True)
+            self.jobs = {i: worker_graph(model, ps_tasks, None, num_workers, i, container, True,
+                                         exchanges)
                          for i in workers}  # fmt: skip
             return {}
         answers, timeout_secs = [], TIMEOUT_MS / 1000
@@ -205,8 +212,8 @@ class Host:
                     return path
 
                 saver.save = timed
-            end_job = g.ledger.end_job
-            g.ledger.end_job = lambda session: (end_job(session), mark("ended"))[0]
+            end_job = g.ledger.variables.end_job
+            g.ledger.variables.end_job = lambda session: (end_job(session), mark("ended"))[0]
             common = {
                 "master": self.servers[index].target,
                 "config": session_config(index, ps_tasks),
@@ -219,25 +226,22 @@ class Host:
                 creator = CentreWaitingSessionCreator(
                     scaffold, max_wait_secs=timeout_secs, **common
                 )
-            stand_in = types.SimpleNamespace(  # What finish.py reads of easgd-train's Worker.
-                g=g, task=types.SimpleNamespace(num_workers=num_workers, task_index=index),
-                config=types.SimpleNamespace(timeout_secs=timeout_secs, steps=exchanges,
-                                             model_dir=model_dir),
-                reporter=types.SimpleNamespace(event=lambda *a, **k: None),
-                stall=types.SimpleNamespace(step=lambda *a, **k: contextlib.nullcontext()),
-            )  # fmt: skip
             time.sleep(max(0.0, start_at + (chief_delay if chief else 0.0) - time.time()))
             with (
                 g.graph.as_default(),
-                v1.train.MonitoredSession(creator, hooks=[g.hook]) as session,
+                v1.train.MonitoredSession(creator, hooks=[g.hook, g.ledger.hook]) as session,
             ):
                 mark("ready")
                 for _ in range(exchanges):
                     session.run(g.train_op)
-                g.ledger.record(session, exchanges)
+                g.ledger.count(session, exchanges)
                 mark("finished")
-                end = finish.finish_as_chief if chief else finish.wait_for_end
-                end(session, stand_in, types.SimpleNamespace(step=exchanges))
+
+                def before_end(session=session, g=g):  # easgd-train's final save and export.
+                    export.save_checkpoint(session, g, model_dir)
+                    export.export_centre(session, g, model_dir)
+
+                g.ledger.finish(session, timeout_secs, before_end=before_end if chief else None)
                 mark("done")
 
         try:
@@ -249,16 +253,16 @@ class Host:
     def ledger_load(self, num_workers, container, workers, start_at=None, seconds=0.0, poll=None):
         """easgd-train's work ledger under load. Without `start_at`, worker 0 initialises
         it. Else, in [start_at, start_at + seconds], each of `workers` writes its count back
-        to back (`poll` None), reads the whole ledger every `finish.POLL_SECS` ("read"), or
-        polls the end every `finish.waiting_poll_secs` ("end"). {"calls", "latencies",
+        to back (`poll` None), reads the whole ledger every `work_ledger.POLL_SECS` ("read"),
+        or polls the end every `work_ledger.waiting_poll_secs` ("end"). {"calls", "latencies",
         "poll_secs"}."""
-        poll_secs = {None: None, "read": finish.POLL_SECS}.get(poll)
+        poll_secs = {None: None, "read": work_ledger.POLL_SECS}.get(poll)
         if poll == "end":
-            poll_secs = finish.waiting_poll_secs(num_workers)
+            poll_secs = work_ledger.waiting_poll_secs(num_workers)
         sessions = {}
         for index in workers:
             with tf.Graph().as_default() as graph, v1.container(container):
-                ledger = WorkLedger(num_workers, index)
+                ledger = LedgerVariables(num_workers, index)
                 init = v1.global_variables_initializer()
             sessions[index] = (self._session(index, graph, 1), ledger)
         if start_at is None:

@@ -22,7 +22,8 @@ import tensorflow as tf
 from fault_jobs import DEADLINE_SECS, MIN_ACCURACY, PERIOD, STEPS, TIMEOUT_SECS, Job
 from processes import child_env
 
-from tf_contrib_easgd.trainer import export, ledger
+from tf_contrib_easgd.job import ledger_variables
+from tf_contrib_easgd.trainer import export
 
 pytestmark = pytest.mark.e2e
 
@@ -175,7 +176,7 @@ def test_a_finished_worker_trains_again_what_a_restarted_ps_lost(tmp_path):
     # the chief saved at its step 400: usually past the 300 waited for above, but not
     # always (seen in CI: 250, worker 1 slower under load). It is a count at an exchange.
     reader = tf.train.load_checkpoint(os.path.join(str(tmp_path), restored["restored_from"]))
-    saved = int(reader.get_tensor(f"{ledger.SCOPE}/local_steps")[1])
+    saved = int(reader.get_tensor(f"{ledger_variables.SCOPE}/local_steps")[1])
     starts = job.of("worker 1", "started")
     assert starts[0]["step"] == 0
     assert starts[-1]["step"] == saved

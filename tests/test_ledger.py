@@ -1,27 +1,28 @@
-"""easgd-train's work ledger (tf_contrib_easgd/trainer/ledger.py) on in-process servers.
+"""The work ledger's variables (tf_contrib_easgd/job/ledger_variables.py) on in-process servers.
 
 Two workers build the same ledger in their own graphs; what one writes on ps 0 the other
-reads, and a checkpoint holds it. The end-to-end behaviour (restarts resume from the
-counts) is tested in tests/test_faults.py.
+reads, and a checkpoint holds it. The protocol on them (`WorkLedger`) is tested in a user's
+loop in tests/test_work_ledger.py, and end to end (restarts resume from the counts) in
+tests/test_faults.py.
 """
 
 import pytest
 import tensorflow as tf
 
-from tf_contrib_easgd.trainer import finish, ledger
+from tf_contrib_easgd.job import ledger, ledger_variables
 
 NUM_WORKERS = 2
 
 
 def _ledger(cluster, index, container):
-    """(graph, WorkLedger, init op) of worker `index`, its state in `container`."""
+    """(graph, LedgerVariables, init op) of worker `index`, its state in `container`."""
     graph = tf.Graph()
     with (
         graph.as_default(),
         tf.compat.v1.device(f"/job:worker/task:{index}"),
         tf.compat.v1.container(container),
     ):
-        work = ledger.WorkLedger(NUM_WORKERS, index)
+        work = ledger_variables.LedgerVariables(NUM_WORKERS, index)
         init = tf.compat.v1.global_variables_initializer()
     return graph, work, init
 
@@ -33,7 +34,7 @@ def _ledger(cluster, index, container):
     [(1, 0.2), (10, 0.2), (11, 0.22), (64, 1.28), (256, 5.12)],
 )
 def test_finished_workers_poll_less_often_in_a_larger_job(workers, secs):
-    assert finish.waiting_poll_secs(workers) == pytest.approx(secs)
+    assert ledger.waiting_poll_secs(workers) == pytest.approx(secs)
 
 
 @pytest.mark.cluster
@@ -55,13 +56,18 @@ def test_counts_and_the_end_of_the_job_are_shared_through_ps_0(world, cluster, c
         other.record(other_session, 40)  # A count is overwritten, not added to.
         assert chief.all_steps(chief_session) == [30, 40]
         assert (chief.own_steps(chief_session), other.own_steps(other_session)) == (30, 40)
-        # What a finished worker polls: the chief's count and the end flag, one read.
-        assert other.end_state(other_session) == (30, False)
+        # What a finished worker polls: the chief's count, the end flag and its own count
+        # (lower than its step after a restore), one read.
+        assert other.end_state(other_session) == (30, False, 40)
         chief.end_job(chief_session)
-        assert other.end_state(other_session) == (30, True)
+        assert other.end_state(other_session) == (30, True, 40)
         assert other.read(other_session) == ([30, 40], True, [False, False])
         other.acknowledge(other_session)
         assert chief.read(chief_session) == ([30, 40], True, [False, True])
+        # Once every worker has seen the end, the chief clears it: a checkpoint written
+        # later holds a job that a re-run may go on with.
+        chief.clear_end(chief_session)
+        assert other.read(other_session) == ([30, 40], False, [False, False])
 
 
 @pytest.mark.cluster

@@ -1,11 +1,12 @@
 """examples/migrated_tf1: the migrated legacy trainer, with the job's end in order.
 
-The example is what the two tools make of examples/legacy_tf1/trainer.py plus five edits
-that adopt the library's end pieces (easgd-migrate already made the session this package's
-MonitoredTrainingSession, the start piece). One test checks that the difference is
-exactly those edits; the other launches the example by hand as its docstring says (one ps
-and two workers started together, no waiting for the chief) and checks what the edits
-promise: no 30 s wait, everyone's work in the chief's last checkpoint, every process exits 0.
+The example is what the two tools make of examples/legacy_tf1/trainer.py plus the edits
+that adopt the library's end of a job, `WorkLedger` (easgd-migrate already made the session
+this package's MonitoredTrainingSession, the start piece). One test checks that the
+difference is exactly those edits; the other launches the example by hand as its docstring
+says (one ps and two workers started together, no waiting for the chief) and checks what
+the edits promise: no 30 s wait, everyone's work in the chief's last checkpoint, every
+process exits 0. The ledger in a user's loop, sent back by a restored ps: tests/test_work_ledger.py.
 """
 
 import difflib
@@ -24,13 +25,24 @@ LEGACY = legacy_jobs.LEGACY_DIR / "trainer.py"
 
 # The adoption edits, as code lines (comments aside): what the tools' output loses, and
 # what the example adds.
-REMOVED = ["server.join()"]
+REMOVED = [
+    "server.join()",
+    "hooks=[easgd_hook],",
+    "step = 0",
+    "while not sess.should_stop() and step < FLAGS.train_steps:",
+    "step += 1",
+]
 ADDED = [
     "tf_contrib_easgd.serve_until_done(server)",
     'tf.compat.v1.summary.scalar("elastic_distance", ea_custom.elastic_distance())',
-    "completion = tf_contrib_easgd.TrainingCompletion(cluster, is_chief, FLAGS.task_index)",
-    "completion.finish(sess, step)",
-    "completion.stop_parameter_servers(server.target)",
+    "ledger = tf_contrib_easgd.WorkLedger(",
+    "cluster, is_chief, FLAGS.task_index, FLAGS.train_steps, FLAGS.communication_period",
+    ")",
+    "hooks=[easgd_hook, ledger.hook],",
+    "step = ledger.step",
+    "while not sess.should_stop() and not ledger.finish(sess):",
+    "step = ledger.count(sess)",
+    "ledger.stop_parameter_servers(server.target)",
 ]
 
 # Local steps per worker and the example's default communication period.

@@ -264,14 +264,16 @@ def test_worker_graph_placement():
         assert {v.device for v in workers} == {"/job:worker/task:1"}
     assert g.loss.device == "/job:worker/task:1"
     assert g.distance.device == "/job:worker/task:1"
-    # The end-of-job queues (TrainingCompletion): `done` on ps 0, a `shutdown` queue on each.
+    # The end of the job (WorkLedger): its variables on ps 0, a `shutdown` queue on each ps.
+    ledger = g.ledger.variables
+    variables = [ledger.local_steps, ledger.job_done, ledger.acknowledged]
+    assert {_job_and_task(v.device) for v in variables} == {"/job:ps/task:0"}
     queues = {
         op.get_attr("shared_name").decode(): _job_and_task(op.device)
         for op in g.graph.get_operations()
         if op.type == "FIFOQueueV2"
     }
     assert queues == {
-        "tf_contrib_easgd_done": "/job:ps/task:0",
         "tf_contrib_easgd_shutdown_0": "/job:ps/task:0",
         "tf_contrib_easgd_shutdown_1": "/job:ps/task:1",
     }

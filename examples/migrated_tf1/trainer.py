@@ -6,9 +6,12 @@ This is `examples/legacy_tf1/trainer.py` after
     tf_upgrade_v2 --infile trainer.py --outfile trainer.py
     easgd-migrate trainer.py
 
-and five edits, each marked "Added" or "Changed" below, that give a script of one's own what
-`easgd-train` does: the chief waits for the other workers before its final checkpoint, the
-parameter server stops when the job is done, and the elastic distance goes to TensorBoard.
+and the edits marked "Added" or "Changed" below, that give a script of one's own what
+`easgd-train` does: a `WorkLedger` keeps each worker's count of local steps with the
+centre (a session goes on from its count, and a parameter server restored from a checkpoint
+sends a worker back to it), the chief waits for every count before its final checkpoint,
+the parameter server stops when the job is done, and the elastic distance goes to
+TensorBoard.
 (easgd-migrate made the session `tf_contrib_easgd.MonitoredTrainingSession`: a non-chief
 starts as soon as the centre is ready, not up to 30 s later, and the chief keeps a centre
 the ps holds.)
@@ -117,8 +120,11 @@ def main(_):
         train_op = opt.minimize(loss, global_step=global_step)
         # Added: how far this worker is from the centre, in the chief's summaries.
         tf.compat.v1.summary.scalar("elastic_distance", ea_custom.elastic_distance())
-    # Added: the queues that end the job in order.
-    completion = tf_contrib_easgd.TrainingCompletion(cluster, is_chief, FLAGS.task_index)
+    # Added: each worker's count of local steps, on the ps with the centre and saved with
+    # it, and the end of the job once every count is complete.
+    ledger = tf_contrib_easgd.WorkLedger(
+        cluster, is_chief, FLAGS.task_index, FLAGS.train_steps, FLAGS.communication_period
+    )
 
     easgd_hook = opt.make_session_run_hook(is_chief, FLAGS.task_index)
     # The centre is saved under the variables' own names, for a plain model to restore.
@@ -133,18 +139,21 @@ def main(_):
         is_chief=is_chief,
         checkpoint_dir=FLAGS.checkpoint_dir,
         scaffold=scaffold,
-        hooks=[easgd_hook],
+        hooks=[easgd_hook, ledger.hook],  # Changed: the ledger's hook reads the count.
         config=config,
     ) as sess:
         print("Worker %d: session ready" % FLAGS.task_index, flush=True)
-        step = 0
-        while not sess.should_stop() and step < FLAGS.train_steps:
+        step = ledger.step  # Changed: 0, or the count of a restarted worker.
+        # Changed: once this worker has its steps, finish() ends the job (the chief waits
+        # for every other count, so that the checkpoint it writes when the session closes
+        # holds their work), or finds a lower count (a restored ps): train again.
+        while not sess.should_stop() and not ledger.finish(sess):
             batch = rng.randint(0, len(train_images), FLAGS.batch_size)
             _, loss_value = sess.run(
                 [train_op, loss],
                 feed_dict={images: train_images[batch], labels: train_labels[batch]},
             )
-            step += 1
+            step = ledger.count(sess)  # Changed: counts, and writes after each exchange.
             if step % 200 == 0:
                 tf.compat.v1.logging.info(
                     "Worker %d: step %d, loss %.4f", FLAGS.task_index, step, loss_value
@@ -152,10 +161,7 @@ def main(_):
         test_accuracy = sess.run(accuracy, feed_dict={images: test_images, labels: test_labels})
         message = "Worker %d: test accuracy %.4f after %d steps"
         print(message % (FLAGS.task_index, test_accuracy, step), flush=True)
-        # Added: the others report done; the chief waits for them, so that the checkpoint
-        # it writes when the session closes holds their work.
-        completion.finish(sess, step)
-    completion.stop_parameter_servers(server.target)  # Added: the chief stops the ps.
+    ledger.stop_parameter_servers(server.target)  # Added: the chief stops the ps.
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
-"""The end of an EASGD job: workers report done, the chief waits, the parameter servers stop.
+"""The parameter servers' end, and `TrainingCompletion`, the end of a job without a ledger.
 
-With asynchronous EASGD each worker finishes on its own. For the chief's last checkpoint to
-hold everyone's work it must wait for the others, and a parameter server, which only
-serves, must be told when the job is over. `TrainingCompletion` does both with two small
-queues on the parameter servers; `serve_until_done` runs a parameter server until then.
-docs/DESIGN.md ("Starting and ending a job") has the protocol step by step.
+A parameter server, which only serves, must be told when the job is over:
+`serve_until_done` runs one until the chief puts a token in its shutdown queue
+(`stop_parameter_servers`). `TrainingCompletion` is the earlier end of a job: done reports
+in a queue on ps 0, no account that a checkpoint keeps. The library's end of a job is
+`WorkLedger` (ledger.py). docs/DESIGN.md ("Starting and ending a job") has both.
 """
 
 import dataclasses
@@ -25,8 +25,10 @@ class FinishedWorkers:
     """What the chief learnt while it waited for the other workers.
 
     Attributes:
-        local_steps: `{task_index: local steps}` of each other worker that reported done.
-        missing: task indices of the workers that did not report in time, sorted.
+        local_steps: `{task_index: local steps}` of the other workers: with
+            `TrainingCompletion`, of each that reported done; with `WorkLedger`, of every
+            one, as the ledger counts them (fewer than asked for a missing one).
+        missing: task indices of the workers that did not finish in time, sorted.
     """
 
     local_steps: dict
@@ -34,7 +36,15 @@ class FinishedWorkers:
 
 
 class TrainingCompletion:
-    """Ends a between-graph EASGD job in order: every worker's work is in the final centre.
+    """Ends a between-graph EASGD job in order, from done reports: the end without a ledger.
+
+    Kept for the scripts written for it, and used by `ElasticAverageWorker`, whose loop
+    tells it its steps only at the end. `WorkLedger` is the library's end of a job, what
+    easgd-train and the migrated example use: it also keeps each worker's count of local
+    steps with the centre, so that a parameter server restored from a checkpoint sends a
+    worker back to its count, and the count goes on after a restart. `TrainingCompletion`
+    does not: a report is a message, gone with the ps that held it. It adds no variable to
+    the graph, so the checkpoints of a script that uses it stay as they were.
 
     Make it on every worker while building the graph (it adds a few queue ops on the
     parameter servers), then:
@@ -62,8 +72,8 @@ class TrainingCompletion:
             ValueError: if `cluster` has no `ps_job` tasks or no workers.
         """
         cluster = tf.train.ClusterSpec(cluster)
-        num_ps = _num_tasks(cluster, ps_job)
-        workers = _num_tasks(cluster, "worker") + _num_tasks(cluster, "chief")
+        num_ps = num_tasks(cluster, ps_job)
+        workers = num_tasks(cluster, "worker") + num_tasks(cluster, "chief")
         if num_ps == 0:
             raise ValueError(f"cluster has no {ps_job!r} tasks: {cluster.as_dict()}")
         if workers == 0:
@@ -72,10 +82,10 @@ class TrainingCompletion:
         self._task_index = int(task_index)
         self._ps_job = ps_job
         # The task indices of the workers the chief waits for.
-        chief_is_a_worker = _num_tasks(cluster, "chief") == 0
+        chief_is_a_worker = num_tasks(cluster, "chief") == 0
         self._others = [
             index
-            for index in range(_num_tasks(cluster, "worker"))
+            for index in range(num_tasks(cluster, "worker"))
             if not (chief_is_a_worker and self._is_chief and index == self._task_index)
         ]
         with tf.name_scope("training_completion"):
@@ -145,14 +155,30 @@ class TrainingCompletion:
         Raises:
             tf.errors.DeadlineExceededError: if a server does not take the token in time.
         """
-        if not self._is_chief:
-            return
-        if config is None:
-            config = tf.compat.v1.ConfigProto(device_filters=[f"/job:{self._ps_job}"])
-        options = tf.compat.v1.RunOptions(timeout_in_ms=int(timeout_secs * 1000))
-        graph = self._stop.graph
-        with tf.compat.v1.Session(master, graph=graph, config=config) as session:
-            session.run(self._stop, options=options)
+        if self._is_chief:
+            run_stop(self._stop, master, self._ps_job, config, timeout_secs)
+
+
+def run_stop(stop, master, ps_job, config=None, timeout_secs=30.0):
+    """Runs a `stop_op` in a session of its own on `master`, which ends every parameter
+    server's `serve_until_done` (what a chief's `stop_parameter_servers` does).
+
+    Args:
+        stop: the op `stop_op` made.
+        master: the target of this worker's server (`server.target`).
+        ps_job: the name of the parameter servers' job.
+        config: a `tf.compat.v1.ConfigProto`; by default one that reaches the parameter
+            servers and this worker only.
+        timeout_secs: the deadline of the call.
+
+    Raises:
+        tf.errors.DeadlineExceededError: if a server does not take the token in time.
+    """
+    if config is None:
+        config = tf.compat.v1.ConfigProto(device_filters=[f"/job:{ps_job}"])
+    options = tf.compat.v1.RunOptions(timeout_in_ms=int(timeout_secs * 1000))
+    with tf.compat.v1.Session(master, graph=stop.graph, config=config) as session:
+        session.run(stop, options=options)
 
 
 def serve_until_done(server):
@@ -189,7 +215,7 @@ def stop_parameter_servers(cluster, timeout_secs=30.0, ps_job="ps"):
     cluster = tf.train.ClusterSpec(cluster)
     graph = tf.Graph()
     with graph.as_default():
-        stop = stop_op(_num_tasks(cluster, ps_job), ps_job)
+        stop = stop_op(num_tasks(cluster, ps_job), ps_job)
     config = tf.compat.v1.ConfigProto(
         device_filters=[f"/job:{ps_job}"], operation_timeout_in_ms=int(timeout_secs * 1000)
     )
@@ -220,7 +246,8 @@ def _done_queue():
     return tf.queue.FIFOQueue(capacity=-1, dtypes=[tf.int64], shapes=[[2]], shared_name=_DONE_QUEUE)
 
 
-def _num_tasks(cluster, job):
+def num_tasks(cluster, job):
+    """The number of tasks of `job` in a `tf.train.ClusterSpec`, 0 if it has none."""
     return cluster.num_tasks(job) if job in cluster.jobs else 0
 
 

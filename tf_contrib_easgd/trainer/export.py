@@ -172,7 +172,7 @@ def write_job_summary(worker, outcome, state):
 
     Args:
         worker: the chief's `worker.Worker`.
-        outcome: its `finish.Outcome`.
+        outcome: its `worker.Outcome`.
         state: its `worker.TrainState`.
 
     Returns:

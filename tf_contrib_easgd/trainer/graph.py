@@ -10,12 +10,8 @@ import dataclasses
 
 import tensorflow as tf
 
-from tf_contrib_easgd import (
-    ElasticAverageCustomGetter,
-    ElasticAverageOptimizer,
-    TrainingCompletion,
-)
-from tf_contrib_easgd.trainer import ledger, models
+from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer, WorkLedger
+from tf_contrib_easgd.trainer import models
 from tf_contrib_easgd.trainer.config import OPTIMIZERS
 
 #: The momentum of the `momentum` and `nesterov` optimizers.
@@ -78,8 +74,7 @@ class WorkerGraph:
     hook: tf.compat.v1.train.SessionRunHook
     saver: tf.compat.v1.train.Saver
     export_saver: tf.compat.v1.train.Saver
-    completion: TrainingCompletion
-    ledger: ledger.WorkLedger
+    ledger: WorkLedger
 
     def centre_by_name(self):
         """`{variable name: global centre}`, a fetch whose value `export.centre_digest` takes."""
@@ -115,13 +110,17 @@ def build_worker_graph(task, config, image_shape, num_classes):
             hook = optimizer.make_session_run_hook(task.is_chief, task.task_index)
             distance = getter.elastic_distance()
             centre_eval = _build_centre_evaluation(getter, config.model, image_shape, num_classes)
-            work_ledger = ledger.WorkLedger(task.num_workers, task.task_index)
+            ledger = WorkLedger(
+                task.cluster_spec(),
+                task.is_chief,
+                task.task_index,
+                config.steps,
+                config.communication_period,
+            )
             saver = tf.compat.v1.train.Saver(
                 sharded=True, max_to_keep=3, save_relative_paths=True, name="checkpoint_saver"
             )
             export_saver = optimizer.swapping_saver(name="export_saver")
-        with tf.compat.v1.device(task.device):
-            completion = TrainingCompletion(task.cluster_spec(), task.is_chief, task.task_index)
     return WorkerGraph(
         graph=graph,
         images=images,
@@ -136,8 +135,7 @@ def build_worker_graph(task, config, image_shape, num_classes):
         hook=hook,
         saver=saver,
         export_saver=export_saver,
-        completion=completion,
-        ledger=work_ledger,
+        ledger=ledger,
     )
 
 

@@ -56,8 +56,7 @@ class Worker:
 class TrainState:
     """What a worker has done so far; it outlives the sessions that recoveries replace."""
 
-    step: int = 0
-    session_start: int = 0  # `step` when the session in use was created.
+    step: int = 0  # The ledger's `step`, as of the last call to it.
     train_secs: float = 0.0
     steps_taken: int = 0  # By this process (a restarted worker resumes from the ledger).
     recoveries: int = 0
@@ -133,7 +132,7 @@ def run_worker(task, config, reporter, started_at, rejoin=None):
         watch.close()
         writer.close()
         if task.is_chief:  # Its last session is closed: the final checkpoint is written.
-            g.completion.stop_parameter_servers(server.target, config=session_config)
+            g.ledger.stop_parameter_servers(server.target, config=session_config)
     if not task.is_chief:
         return None
     summary = export.write_job_summary(worker, outcome, state)
@@ -161,16 +160,15 @@ def _train_with_recovery(worker, state):
 
 
 def _run_session(worker, state):
-    """Trains in one `MonitoredSession` until `config.steps`, then ends the job
-    (`finish`); back to training when a new session finds fewer steps in the ledger.
+    """Trains in one `MonitoredSession` until `config.steps`, then ends the job (the
+    ledger's `finish`); back to training when the ledger sends it back.
 
     Returns:
         For the chief, the `finish.Outcome`; else None.
     """
     creator = _RecoveryReporter(_session_creator(worker, state), worker, state)
-    with tf.compat.v1.train.MonitoredSession(
-        session_creator=creator, hooks=[worker.g.hook, _StartReporter(worker, state)]
-    ) as sess:
+    hooks = [worker.g.hook, worker.g.ledger.hook, _StartReporter(worker, state)]
+    with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
         while True:
             train_started = time.monotonic()
             try:
@@ -185,12 +183,10 @@ def _run_session(worker, state):
             )
             if sess.should_stop():  # No hook of the trainer asks for it.
                 raise RuntimeError(f"the session stopped at local step {state.step}")
-            if worker.task.is_chief:
-                outcome = finish.finish_as_chief(sess, worker, state)
-                if outcome is not None:
-                    return outcome
-            elif finish.wait_for_end(sess, worker, state):
-                return None
+            ended = finish.finish(sess, worker)
+            state.step = worker.g.ledger.step
+            if ended is not None:
+                return ended if worker.task.is_chief else None
 
 
 def _session_creator(worker, state):
@@ -280,7 +276,7 @@ class _StartReporter(tf.compat.v1.train.SessionRunHook):
     def after_create_session(self, session, coord):
         del coord  # Unused.
         state = self._state
-        state.step = state.session_start = self._worker.g.ledger.own_steps(session)
+        state.step = self._worker.g.ledger.step  # Its hook, before this one, read it.
         self._worker.reporter.event("started", **_start_report(session, self._worker, state))
         state.recovering_since = None
 
@@ -344,14 +340,12 @@ def _train(sess, worker, state):
         with worker.stall.step(state.step):
             loss, _ = sess.run([g.loss, g.train_op], {g.images: x, g.labels: y})
             window.losses.append(loss)
-            state.step += 1
-            state.steps_taken += 1
-            step, last = state.step, state.step == config.steps
+            step, last = state.step + 1, state.step + 1 == config.steps
             saving = task.is_chief and step % config.save_checkpoint_steps == 0 and not last
-            # The ledger counts the steps the centre has seen: those up to an exchange.
-            exchanged = (step - state.session_start) % config.communication_period == 0
-            if exchanged or last or saving:
-                g.ledger.record(sess, step)
+            # The ledger counts the steps the centre has seen: those up to an exchange,
+            # the last, and (the chief) those of its checkpoints.
+            state.step = g.ledger.count(sess, record=saving)
+            state.steps_taken += 1
             if step % config.log_every_steps == 0 or last:
                 window = _report_progress(sess, worker, step, window)
         evaluating = (

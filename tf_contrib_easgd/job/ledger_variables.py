@@ -1,29 +1,31 @@
-"""The job's account of its work, kept on ps 0 beside the centre and checkpointed with it.
+"""The variables of a job's account of its work, on ps 0 beside the centre, and their ops.
 
-`WorkLedger` holds each worker's local steps as the centre last saw them (written at each
-of its exchanges), and the flag with which the chief ends the job. A worker restarted, or
-sent back by a parameter server restored from a checkpoint, resumes from its count there,
-so a job's local steps are what was asked whatever restarts happened. See docs/DESIGN.md,
-"Work asked is work done".
+`LedgerVariables` holds each worker's local steps as the centre last saw them, the flag
+with which the chief ends the job and the workers' acknowledgements of it. They are global
+variables, so checkpoints hold them with the centre. `WorkLedger` (ledger.py) is the
+protocol built on them; docs/DESIGN.md, "Work asked is work done", has it step by step.
 """
 
 import tensorflow as tf
 
-#: The name scope of the ledger's variables (and so their names in checkpoints).
+#: The variable scope of the ledger's variables, and so their names in checkpoints. It
+#: keeps the name it had when only easgd-train kept a ledger: its model_dirs restore.
 SCOPE = "easgd_train"
 
 
-class WorkLedger:
+class LedgerVariables:
     """Variables on the first parameter server: local steps per worker, the end of the job.
 
-    Every worker builds the same ledger in its graph. It is made of global variables, so
-    the chief initialises it with the centre, its checkpoints hold it, and a restore brings
+    Every worker builds the same variables in its graph. They are global variables, so the
+    chief initialises them with the centre, its checkpoints hold them, and a restore brings
     back the counts that go with the restored centre.
 
     - `local_steps[i]`: the local steps of worker i whose exchanges reached the centre.
-    - `job_done`: set by the chief once its final checkpoint and export are written.
+    - `job_done`: set by the chief once the others have their steps.
     - `acknowledged[i]`: set by worker i when it has seen `job_done`, so the chief stops
       the parameter servers only after the others know the job is over.
+
+    Each method takes a session, or anything with a session's `run`.
     """
 
     def __init__(self, num_workers, task_index, ps_device="/job:ps/task:0"):
@@ -31,7 +33,7 @@ class WorkLedger:
 
         Args:
             num_workers: the number of workers in the job.
-            task_index: this worker's index.
+            task_index: this worker's index among them.
             ps_device: where the variables live.
         """
         self._task_index = task_index
@@ -48,7 +50,12 @@ class WorkLedger:
             # What a finished worker polls for, as one small tensor made on ps 0: one
             # RecvTensor per poll rather than one per variable.
             self._end = tf.stack(
-                [self.local_steps[0], tf.cast(self.job_done, tf.int64)], name="end_of_job"
+                [
+                    self.local_steps[0],
+                    tf.cast(self.job_done, tf.int64),
+                    self.local_steps[task_index],
+                ],
+                name="end_of_job",
             )
         with tf.name_scope(f"{SCOPE}_ops"):
             self._steps = tf.compat.v1.placeholder(tf.int64, [], name="steps")
@@ -59,6 +66,11 @@ class WorkLedger:
             self._acknowledge = tf.compat.v1.scatter_update(
                 self.acknowledged, [task_index], [True]
             ).op
+            self._clear_end = tf.group(
+                tf.compat.v1.assign(self.job_done, False),
+                tf.compat.v1.assign(self.acknowledged, tf.zeros([num_workers], tf.bool)),
+                name="clear_end",
+            )
             self._own_steps = tf.identity(self.local_steps[task_index], name="own_steps")
             self._read_steps = tf.identity(self.local_steps, name="all_steps")
             self._read = (
@@ -87,11 +99,16 @@ class WorkLedger:
         """On another worker: says that it has seen the end of the job."""
         session.run(self._acknowledge)
 
+    def clear_end(self, session):
+        """On the chief, once the others have seen the end: clears `job_done` and every
+        acknowledgement, so that no checkpoint written later starts a re-run as ended."""
+        session.run(self._clear_end)
+
     def end_state(self, session):
-        """`(the chief's local steps, job_done)` in one small read, what a finished worker
-        polls for."""
-        chief_steps, done = session.run(self._end)
-        return int(chief_steps), bool(done)
+        """`(the chief's local steps, job_done, this worker's local steps)` in one small
+        read, what a finished worker polls for."""
+        chief_steps, done, own_steps = session.run(self._end)
+        return int(chief_steps), bool(done), int(own_steps)
 
     def read(self, session):
         """The whole ledger in one call: `(local steps, job_done, acknowledged)`.
