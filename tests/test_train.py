@@ -128,6 +128,10 @@ def test_the_settings_line_names_easgd_trains_defaults_and_the_librarys(parse):
         "easgd-train: EASGD communication_period 10, moving_rate 0.2, rho 0.1, overlap on, "
         "wire bfloat16"
     )
+    # --api=keras sends float32, the library's own default: not named among easgd-train's.
+    plan = parse("--api=keras")
+    line = describe_exchange(plan.config, plan.num_workers, train.FLAGS)
+    assert "wire float32; moving_rate, rho, overlap are easgd-train's defaults" in line
 
 
 @pytest.mark.parametrize(("optimizer", "rate"), list(DEFAULT_LEARNING_RATES.items()))

@@ -183,8 +183,8 @@ flags.DEFINE_enum(
     "What an exchange sends a parameter server: float32 values, or differences rounded to "
     "16 bits (half the bytes; docs/API.md, 'A 16-bit wire'). Default: what trained fastest "
     f"where the tasks talk: {AUTOMATIC_EXCHANGE[LOCAL][1]} in local mode (loopback), "
-    f"{AUTOMATIC_EXCHANGE[TASK][1]} in task mode (a network). The library's default is "
-    "float32.",
+    f"{AUTOMATIC_EXCHANGE[TASK][1]} in task mode (a network); with --api=keras float32, "
+    "the library's default, until the callback's wire is measured.",
 )
 flags.DEFINE_bool(
     "reuse_freed_memory",

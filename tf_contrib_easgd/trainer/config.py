@@ -313,7 +313,8 @@ def describe_exchange(config, num_workers, flag_values=flags.FLAGS):
         f"overlap {'on' if config.overlap else 'off'}",
         f"wire {config.wire_dtype}",
     ]
-    defaults = [name for name in ("moving_rate", "rho", "overlap", "wire_dtype") if not given(name)]
+    ours = ("moving_rate", "rho", "overlap") + (() if config.api == KERAS else ("wire_dtype",))
+    defaults = [name for name in ours if not given(name)]
     text = "easgd-train: EASGD " + ", ".join(parts)
     if defaults:
         text += (
@@ -329,7 +330,7 @@ def _check_api(f):
     if f.api != KERAS:
         return
     for name, neutral in _TF1_ONLY_FLAGS.items():
-        if f[name].value not in (neutral if isinstance(neutral, tuple) else (neutral,)):
+        if f[name].value != neutral:
             raise UsageError(
                 f"--{name}={f[name].value} applies to --api=tf1 only: ElasticAverageCallback "
                 "has no elastic penalty and no start-up barrier."
