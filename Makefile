@@ -68,19 +68,34 @@ $(STAMP115): constraints-tf115.txt
 	  tensorflow==1.15.5 protobuf==3.20.3 portpicker
 	touch $(STAMP115)
 
+NO_PYTHON37 := no Python 3.7 found (PYTHON37, $(PYENV_ROOT)/versions/3.7*, python3.7 on \
+  PATH); TensorFlow 1.15, the original contrib, needs one.
+
 test-contrib: $(STAMP)
 	@if [ -z "$$($(FIND_PYTHON37))" ]; then \
-	  echo "test-contrib: SKIPPED: no Python 3.7 found (PYTHON37, $(PYENV_ROOT)/versions/3.7*," \
-	    "python3.7 on PATH); TensorFlow 1.15, the original contrib, needs one."; \
+	  echo "test-contrib: SKIPPED: $(NO_PYTHON37)"; \
 	else \
 	  $(MAKE) --no-print-directory $(STAMP115) && \
 	  TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest tests/test_contrib_oracle.py \
 	    tests/test_checkpoint_compat.py $(PYTEST_ARGS); \
 	fi
 
-# Builds the package and runs the suite with Bazel, offline; see docs/BAZEL.md.
-bazel-test: $(STAMP)
-	bazel test //... --python_path=$(abspath $(PY))
+# Only .venv-tf115, where a Python 3.7 exists (else it says so and succeeds): CI builds it
+# first, so that `make test` and `make bazel-test` run the differential tests in their pass.
+.PHONY: venv-tf115
+venv-tf115:
+	@if [ -z "$$($(FIND_PYTHON37))" ]; then \
+	  echo "venv-tf115: SKIPPED: $(NO_PYTHON37)"; \
+	else \
+	  $(MAKE) --no-print-directory $(STAMP115); \
+	fi
+
+# Builds the package and runs the suite with Bazel, offline; see docs/BAZEL.md. The
+# interpreter is $(BAZEL_VENV)'s: `make bazel-test BAZEL_VENV=$(VENV215)` runs the targets on
+# TensorFlow 2.15 with tf.estimator, the suite of `make test-tf215` under Bazel (what CI does).
+BAZEL_VENV ?= $(VENV)
+bazel-test: $(BAZEL_VENV)/.installed
+	bazel test //... --python_path=$(abspath $(BAZEL_VENV)/bin/python)
 
 # The README's first command: easgd-train with its defaults (1 ps + 2 workers on this machine,
 # in a private network namespace where the machine allows one: README.md, "Security").

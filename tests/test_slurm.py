@@ -7,6 +7,8 @@ saying why when it is not, when a program is missing, or when the daemons do not
 within `START_SECS`. It stops them at the end and checks that no process is left.
 """
 
+import contextlib
+import fcntl
 import json
 import os
 import pathlib
@@ -16,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 
@@ -34,6 +37,10 @@ START_SECS = 30.0
 COMMAND_SECS = 20.0
 JOB_SECS = 180.0
 STOP_SECS = 15.0
+#: This machine's lock of test Slurms, and how long to wait for another run's to end (its
+#: module: the daemons, the job, the stop: ~60 s quiet, 2-3 min beside another test run).
+LOCK_PATH = pathlib.Path(tempfile.gettempdir()) / "tf_contrib_easgd-test-slurm.lock"
+LOCK_SECS = 420.0
 SLURM_DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "SLURM.md"
 
 
@@ -42,7 +49,7 @@ class SingleNodeSlurm:
 
     def __init__(self, directory):
         self.directory = directory
-        self.node = socket.gethostname().split(".")[0]  # `hostname -s`, slurmd's default.
+        self.node = _node_name()
         self.conf = directory / "slurm.conf"
         self.socket = directory / "munge.socket"
         self.env = dict(
@@ -164,6 +171,11 @@ PartitionName=test Nodes={self.node} Default=YES MaxTime=60 State=UP
         return [pid for pid in [*mine, *stepds] if process_alive(pid)]
 
 
+def _node_name():
+    """This host's name as `hostname -s` prints it: slurmd's default node name."""
+    return socket.gethostname().split(".")[0]
+
+
 def _pids():
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
@@ -188,21 +200,47 @@ def slurm_cluster(tmp_path_factory):
     missing = [program for program in PROGRAMS if shutil.which(program) is None]
     if missing:
         pytest.skip(f"Slurm is not installed (no {missing}): apt-get install slurm-wlm munge.")
-    cluster = SingleNodeSlurm(tmp_path_factory.mktemp("slurm"))
+    node = _node_name()
     try:
-        socket.gethostbyname(cluster.node)
+        socket.gethostbyname(node)
     except OSError as error:
-        pytest.skip(f"this host's name {cluster.node!r} does not resolve ({error}).")
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
-        left = cluster.stray_processes()
-        for pid in left:  # Ours (their command lines name our directory): end them.
-            os.kill(pid, signal.SIGKILL)
-        assert wait_for_exit(left) == []
-        assert not left, f"processes left after the daemons stopped: {left}"
+        pytest.skip(f"this host's name {node!r} does not resolve ({error}).")
+    with _one_slurm_at_a_time():
+        cluster = SingleNodeSlurm(tmp_path_factory.mktemp("slurm"))
+        try:
+            cluster.start()
+            yield cluster
+        finally:
+            cluster.stop()
+            left = cluster.stray_processes()
+            for pid in left:  # Ours (their command lines name our directory): end them.
+                os.kill(pid, signal.SIGKILL)
+            assert wait_for_exit(left) == []
+            assert not left, f"processes left after the daemons stopped: {left}"
+
+
+@contextlib.contextmanager
+def _one_slurm_at_a_time():
+    """Holds this machine's lock of test Slurms while one runs.
+
+    Two test runs at once (CI runs its pytest pass beside its Bazel pass) would each start a
+    Slurm whose first job's tasks take the same ports (the port base follows the job id),
+    and each would count the other's `slurmstepd` as a stray of its own.
+    """
+    with open(LOCK_PATH, "a") as lock:
+        deadline = time.monotonic() + LOCK_SECS
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"another test Slurm held {LOCK_PATH} for {LOCK_SECS:.0f} s")
+                time.sleep(1.0)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _documented_sbatch_script():
