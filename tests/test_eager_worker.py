@@ -43,6 +43,23 @@ def _floats():
         ({"communication_period": -3}, ValueError, "communication_period must be >= 1, got -3"),
         ({"moving_rate": 1.5}, ValueError, r"moving_rate must be in \(0.0, 1.0\], got 1.5"),
         ({"overlap": "no"}, TypeError, "overlap must be a bool, got 'no'"),
+        ({"model_dir": 3}, TypeError, "model_dir must be a path or None, got 3"),
+        ({"timeout_secs": 0}, ValueError, r"timeout_secs must be in \(0.0, inf\), got 0"),
+        ({"timeout_secs": "60"}, TypeError, "timeout_secs must be a number, got '60'"),
+        ({"timeout_secs": None}, TypeError, "timeout_secs must be a number of seconds, got None"),
+        # Accepted once, these failed at start() (OverflowError, ValueError): no wait takes
+        # more than threading.TIMEOUT_MAX, 9223372036 s.
+        ({"timeout_secs": float("inf")}, ValueError, "timeout_secs must be a finite number of "
+         "seconds, at most 9223372036, got inf"),
+        ({"timeout_secs": 1e20}, ValueError, r"timeout_secs must be a finite number .* got "
+         r"1e\+20"),
+        ({"save_checkpoint_steps": 0}, ValueError, "save_checkpoint_steps must be >= 1, got 0"),
+        ({"save_checkpoint_steps": 2.5}, TypeError, "save_checkpoint_steps must be an int, got "
+         "2.5"),
+        ({"stop_parameter_servers": None}, TypeError, "stop_parameter_servers must be a bool, "
+         "got None"),
+        ({"server": "grpc://localhost:1"}, TypeError, "server must be a tf.distribute.Server or "
+         "None, got 'grpc://localhost:1'"),
     ],
 )  # fmt: skip
 def test_bad_arguments_are_refused_at_construction(arguments, error, message):

@@ -52,6 +52,9 @@ WORKER = cluster_from_hosts("worker", 0, PS, f"{W0},{W1}")
         ({"moving_rate": "0.5"}, TypeError, "moving_rate must be a number, got '0.5'"),
         ({"model_dir": 3}, TypeError, "model_dir must be a path or None, got 3"),
         ({"timeout_secs": -1}, ValueError, r"timeout_secs must be in \(0.0, inf\), got -1"),
+        ({"timeout_secs": float("inf")}, ValueError, "timeout_secs must be a finite number of "
+         "seconds, at most 9223372036, got inf"),
+        ({"timeout_secs": 1e20}, ValueError, r"timeout_secs must be a finite .* got 1e\+20"),
         ({"save_checkpoint_steps": 0}, ValueError, "save_checkpoint_steps must be >= 1, got 0"),
         ({"stop_parameter_servers": "yes"}, TypeError, "stop_parameter_servers must be a bool"),
         ({"server": "grpc://localhost:1"}, TypeError, "server must be a tf.distribute.Server"),

@@ -5,7 +5,9 @@ refuse the same bad arguments with the same messages, naming the argument and th
 """
 
 import dataclasses
+import math
 import os
+import threading
 
 import tensorflow as tf
 
@@ -55,7 +57,7 @@ class Settings:
         rate = _validation.check_number(moving_rate, "moving_rate", low=0.0, high=1.0)
         if model_dir is not None and not isinstance(model_dir, str | os.PathLike):
             raise TypeError(f"model_dir must be a path or None, got {model_dir!r}.")
-        timeout_secs = _validation.check_number(timeout_secs, "timeout_secs", low=0.0)
+        timeout_secs = _checked_timeout(timeout_secs)
         if save_checkpoint_steps is not None:
             _validation.check_int(save_checkpoint_steps, "save_checkpoint_steps", 1)
         stop_ps = _validation.check_bool(stop_parameter_servers, "stop_parameter_servers")
@@ -84,6 +86,21 @@ def check_eager(who, what):
             "disable_v2_behavior(), or a tf.Graph().as_default() block). In a TF1 graph, "
             "train with ElasticAverageOptimizer instead."
         )
+
+
+def _checked_timeout(timeout_secs):
+    """`timeout_secs`, checked: a finite number of seconds that every wait can take (Python's
+    waits refuse more than `threading.TIMEOUT_MAX`, about 292 years)."""
+    if timeout_secs is None:
+        raise TypeError("timeout_secs must be a number of seconds, got None.")
+    timeout_secs = _validation.check_number(timeout_secs, "timeout_secs", low=0.0)
+    if not math.isfinite(timeout_secs) or timeout_secs > threading.TIMEOUT_MAX:
+        raise ValueError(
+            f"timeout_secs must be a finite number of seconds, at most "
+            f"{threading.TIMEOUT_MAX:.0f}, got {timeout_secs!r}: it bounds every wait on "
+            "another task."
+        )
+    return timeout_secs
 
 
 def _checked_worker(cluster):
