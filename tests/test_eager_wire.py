@@ -88,8 +88,8 @@ def _references(worker):
 
 def _settled(worker):
     """Waits (at most DEADLINE_SECS) for the worker's overlapped exchange in flight."""
-    if worker._in_flight is not None:
-        done, _ = concurrent.futures.wait([worker._in_flight], DEADLINE_SECS)
+    if worker._sender.in_flight is not None:
+        done, _ = concurrent.futures.wait([worker._sender.in_flight], DEADLINE_SECS)
         assert done, "the exchange did not end in time"
 
 

@@ -7,6 +7,8 @@ TF1's ref variables cannot be trained by an eager loop, so there is one variable
 here (graph mode is refused). Jobs of real processes: tests/test_custom_loop.py.
 """
 
+import threading
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -15,6 +17,7 @@ from clusters import InProcessCluster
 from tf_contrib_easgd import ElasticAverageWorker, cluster_from_hosts
 from tf_contrib_easgd.eager.centre_link import CentreLink
 
+DEADLINE_SECS = 30  # Of every wait in a test that ends by itself.
 PS, W0, W1 = "localhost:2222", "localhost:2223", "localhost:2224"
 WORKER = cluster_from_hosts("worker", 0, PS, f"{W0},{W1}")
 
@@ -259,3 +262,91 @@ def test_an_exchange_calls_every_parameter_server_at_once(num_ps, tmp_path):
     plain = [tf.Variable(tf.zeros([4])) for _ in range(num_ps)]
     tf.train.Checkpoint(variables=plain).read(str(tmp_path / "centre")).assert_consumed()
     np.testing.assert_allclose([v.numpy() for v in plain], expected)
+
+
+# --- Overlap: the exchange in flight ---------------------------------------------------------
+
+
+class _SilentLink:
+    """A link to parameter servers that never answer an exchange (until the test lets it
+    end, at most DEADLINE_SECS later); its session counts as open."""
+
+    connected = True
+
+    def __init__(self, release):
+        self.release = release
+
+    def start_values(self):
+        return [np.zeros(2, np.float32)]
+
+    def exchange(self, values):
+        self.release.wait(DEADLINE_SECS)
+        return [np.zeros(2, np.float32)], 1
+
+    def close(self):
+        self.connected = False
+
+
+class _SilentWorker(ElasticAverageWorker):
+    link = None
+
+    def _make_link(self):
+        return self.link
+
+
+def test_an_overlapped_exchange_that_never_ends_is_a_timeout_error_not_a_hang():
+    # The second step lands the first exchange, which has not ended when the worker's
+    # deadline (0.2 s) runs out, however fast the machine: a TimeoutError naming it.
+    release = threading.Event()
+    worker = _SilentWorker(WORKER, [tf.Variable([1.0, 2.0])], 1, overlap=True, timeout_secs=0.2)
+    worker.link = _SilentLink(release)
+    try:
+        worker.start()
+        worker.step()  # Sent off; it never ends.
+        with pytest.raises(TimeoutError, match=r"worker 0 waited 0.2 s \(timeout_secs\) for"):
+            worker.step()
+        assert worker.exchanges == 0
+    finally:
+        release.set()
+        worker.close()
+
+
+@pytest.mark.cluster
+def test_an_exchange_in_flight_never_lands_after_close_or_a_new_start():
+    # One worker, tau 1, alpha 0.5, overlap; its w = 1 is the centre at the start.
+    # w = 2; step sends x = 2: d = 0.5 (2 - 1) = 0.5, centre 1.5; w keeps 2 (d in flight).
+    # close() (the loop raised) waits for that exchange and drops its d.
+    # start(): the chief keeps the centre, w = 1.5. w = 2.5; the step lands nothing (it
+    #   landed the dropped 0.5 before: w = 2), sends 2.5: d = 0.5, centre 2; w = 2.5.
+    # start() again without close() (a fit that raised and a new fit): waits for it, drops
+    #   it, copies the centre: w = 2. w = 3; the step lands nothing, sends 3: d = 0.5,
+    #   centre 2.5; w = 3.
+    # end() lands that d: w = 2.5, and copies the centre, 2.5. One exchange landed.
+    cluster, (task,) = _cluster(num_ps=1, num_workers=1)
+    w = tf.Variable(1.0)
+    worker = ElasticAverageWorker(
+        task, [w], 1, 0.5, server=cluster.servers["worker", 0], overlap=True,
+        timeout_secs=DEADLINE_SECS,
+    )  # fmt: skip
+    rows = []
+    try:
+        worker.start()
+        w.assign_add(1.0)
+        worker.step()
+        rows.append(w.numpy())
+        worker.close()
+        worker.start()
+        rows.append(w.numpy())
+        w.assign_add(1.0)
+        worker.step()
+        rows.append(w.numpy())
+        worker.start()
+        rows.append(w.numpy())
+        w.assign_add(1.0)
+        worker.step()
+        rows.append(w.numpy())
+        worker.end()
+    finally:
+        worker.close()
+    assert rows == [2.0, 1.5, 2.5, 2.0, 3.0]
+    assert (w.numpy(), worker.exchanges) == (2.5, 1)

@@ -6,7 +6,6 @@ Keras's `model.fit`. The centre lives on the parameter servers of a ps/worker cl
 reached through a `CentreLink`. docs/KERAS.md ("A custom training loop") says how to use it.
 """
 
-import concurrent.futures
 import os
 
 import numpy as np
@@ -14,6 +13,7 @@ import tensorflow as tf
 
 from tf_contrib_easgd import _validation
 from tf_contrib_easgd.eager.centre_link import CentreLink, session_config, start_server
+from tf_contrib_easgd.eager.sender import ExchangeSender
 from tf_contrib_easgd.eager.settings import Settings, check_eager
 from tf_contrib_easgd.eager.variables import Averaged, centre_specs, tf_variable
 from tf_contrib_easgd.job.recovery import train_with_recovery, wait_until_reachable
@@ -107,17 +107,9 @@ class ElasticAverageWorker:
                 a variable is not floating-point, or eager execution is off.
         """
         settings = Settings.checked(
-            cluster,
-            communication_period,
-            moving_rate,
-            model_dir,
-            timeout_secs,
-            save_checkpoint_steps,
-            stop_parameter_servers,
-            server,
-            overlap,
-            wire_dtype,
-        )
+            cluster, communication_period, moving_rate, model_dir, timeout_secs,
+            save_checkpoint_steps, stop_parameter_servers, server, overlap, wire_dtype,
+        )  # fmt: skip
         self._setup(settings, Averaged(variables))
         check_eager("ElasticAverageWorker", "a custom training loop")
 
@@ -132,8 +124,7 @@ class ElasticAverageWorker:
         self._settings = settings
         self._averaged = averaged
         self._server = settings.server
-        self._sender = None  # With overlap: the thread that sends the exchanges.
-        self._in_flight = None  # With overlap: the exchange sent and not landed yet.
+        self._sender = ExchangeSender(settings.timeout_secs, settings.task.name)  # Overlap.
         self._link = None
         self._variables = []  # The averaged variables, as given.
         self._weights = []  # The same, as the tf.Variables that hold them.
@@ -224,13 +215,15 @@ class ElasticAverageWorker:
 
         Raises:
             ValueError: in graph mode, or if a module or model has no variables yet.
-            TimeoutError: if the centre is not set up within `timeout_secs`.
+            TimeoutError: if the centre is not set up within `timeout_secs`, or an exchange
+                left in flight (by a loop that raised) does not end within it.
         """
         check_eager("ElasticAverageWorker", "a custom training loop")
         if self._link is None:
             self._variables = self._averaged.collect()
             self._weights = [tf_variable(v) for v in self._variables]
             self._link = self._make_link()
+        self._sender.discard()  # Its d must not land on the centre copied now.
         if self._link.connected:  # Started before: its session is open, copy the centre.
             self._reliably(self._copy_centre)
         else:
@@ -281,17 +274,20 @@ class ElasticAverageWorker:
         if settings.task.is_chief and settings.model_dir:
             self.save_checkpoint()
             self._export(settings.model_dir)
-        self._close_sender()
+        self._sender.close()
         if settings.task.is_chief and settings.stop_ps:
             self._link.close()
             self._link.stop_parameter_servers()
         return self.finished
 
     def close(self):
-        """Closes the link without ending the job (after an error in the loop)."""
-        self._close_sender()
-        if self._link is not None:
-            self._link.close()
+        """Closes the link without ending the job (after an error in the loop); an exchange
+        in flight is waited for (at most `timeout_secs`) and dropped."""
+        try:
+            self._sender.close()
+        finally:
+            if self._link is not None:
+                self._link.close()
 
     def __enter__(self):
         return self.start()
@@ -326,15 +322,10 @@ class ElasticAverageWorker:
             self._server = start_server(task, config)
         if settings.model_dir and task.is_chief:
             os.makedirs(settings.model_dir, exist_ok=True)
-        return self._link_class()(
-            task,
-            centre_specs(self._variables),
-            settings.moving_rate,
-            self._server,
-            config,
-            settings.model_dir if task.is_chief else None,
-            wire_dtype=settings.wire_dtype,
-        )
+        link, specs = self._link_class(), centre_specs(self._variables)
+        model_dir = settings.model_dir if task.is_chief else None
+        return link(task, specs, settings.moving_rate, self._server, config, model_dir,
+                    wire_dtype=settings.wire_dtype)  # fmt: skip
 
     def _link_class(self):
         return CentreLink
@@ -377,17 +368,15 @@ class ElasticAverageWorker:
             self._apply(*self._link.exchange(self.values()))
             return
         self._land()
-        if self._sender is None:
-            self._sender = concurrent.futures.ThreadPoolExecutor(1, "easgd_exchange")
         # A copy: training goes on while the exchange reads it.
         values = [np.array(value) for value in self.values()]
-        self._in_flight = self._sender.submit(self._link.exchange, values)
+        self._sender.send(self._link.exchange, values)
 
     def _land(self):
         """With overlap, waits for the exchange in flight, if any, and applies its d."""
-        if self._in_flight is not None:
-            in_flight, self._in_flight = self._in_flight, None
-            self._apply(*in_flight.result())
+        landed = self._sender.land()
+        if landed is not None:
+            self._apply(*landed)
 
     def _apply(self, deltas, global_step):
         for weight, delta in zip(self._weights, deltas, strict=True):
@@ -397,11 +386,9 @@ class ElasticAverageWorker:
 
     def _on_recovery(self, error, recoveries):
         del error, recoveries  # `train_with_recovery` logs them.
-        if self._in_flight is not None:
-            # Lost with the session, or the centre has its move already: the worker
-            # starts again from the centre either way. Not left running on the old session.
-            concurrent.futures.wait([self._in_flight], self._settings.timeout_secs)
-            self._in_flight = None
+        # Lost with the session, or the centre has its move already: the worker starts
+        # again from the centre either way. Not left running on the old session.
+        self._sender.discard()
         self._lost = True
         self.recoveries += 1
 
@@ -409,8 +396,3 @@ class ElasticAverageWorker:
         """Starts the variables from the centre (over a 16-bit wire, the references too)."""
         for weight, value in zip(self._weights, self._link.start_values(), strict=True):
             weight.assign(value)
-
-    def _close_sender(self):
-        if self._sender is not None:
-            sender, self._sender = self._sender, None
-            sender.shutdown(wait=True)
