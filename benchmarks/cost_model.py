@@ -1,16 +1,18 @@
 """A cost model of a ps/worker cluster: exchanges per second, their latency, a local step.
 
 A worker's cycle is tau local steps of compute c, then an exchange of `wire_bytes` each way
-split over the P ps tasks, called one after the other (`Costs`: CPU per call and per byte
-on each side, the links' efficiency and how crowding slows links and ps cores; `Cluster`:
-where the tasks run). The cluster is solved as a closed queueing network by approximate
-mean value analysis (`_mva`); docs/SCALING.md describes the model and checks it against the
-scale harness, BENCHMARKS.md section 6 uses it.
+split over the P ps tasks, all called at once: it ends with the slowest task, not after the
+sum of them (`Costs`: CPU per call and per byte on each side, the links' efficiency and how
+crowding slows links and ps cores; `Cluster`: where the tasks run, and whether the calls go
+one after the other, as before issue 38). The cluster is solved as a closed queueing
+network by approximate mean value analysis (`_mva`); docs/SCALING.md describes the model
+and checks it against the scale harness, BENCHMARKS.md section 6 uses it.
 """
 
 import dataclasses
 import math
 import re
+import typing
 
 import numpy as np
 
@@ -62,6 +64,8 @@ class Cluster:
         shared_cores: if set, every task and the workers' compute share these cores.
         one_network_host: every ps link is forwarded by one machine (an emulated network):
             a transfer crowds them all, not only its own ps task's link.
+        serial_calls: an exchange calls the ps tasks one after the other (the exchange
+            before issue 38, which the scale harness still measures), not all at once.
     """
 
     rate_bits: float | None
@@ -72,6 +76,7 @@ class Cluster:
     worker_pool_cores: float | None = None
     shared_cores: float | None = None
     one_network_host: bool = False
+    serial_calls: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,34 +91,56 @@ class Prediction:
     link_busy: float
 
 
+class _Station(typing.NamedTuple):
+    """Where a worker's cycle spends time (`_stations`)."""
+
+    compute: float  # Its compute there (only the cores every task shares hold any).
+    exchange: float  # The exchange's time there.
+    servers: float  # Cores (or links) serving it.
+    crowd: tuple | None  # Whose queues slow it: ("ps", i) a ps core, ("link", i) the
+    # links of a network host, or None.
+    task: int | None  # The ps task whose call it serves, or None (every call's).
+
+
 def _stations(cluster, costs, wire_bytes, period, compute_secs):
-    """(think time, stations) of one worker's cycle of tau steps and an exchange; a
-    station is (compute there, the exchange's time there, servers, crowd): crowd names
-    the stations whose queues slow it, ("ps", i) a ps core, ("link", i) the links of a
-    network host, or None. Only the cores every task shares hold compute; elsewhere it is
-    think time."""
+    """(think time, the `_Station`s of one worker's cycle of tau steps and an exchange).
+    Only the cores every task shares hold compute; elsewhere it is think time."""
     p, w = cluster.ps_tasks, costs.worker_secs(wire_bytes, cluster.ps_tasks)
     w += period * costs.worker_step_secs
     ps = costs.ps_secs(wire_bytes, p)
     think, stations = period * compute_secs, []
     if cluster.shared_cores:
-        stations.append((think, w + p * ps, cluster.shared_cores, None))
+        stations.append(_Station(think, w + p * ps, cluster.shared_cores, None, None))
         think = 0.0
     else:
         if cluster.worker_pool_cores:
-            stations.append((0.0, w, cluster.worker_pool_cores, None))
+            stations.append(_Station(0.0, w, cluster.worker_pool_cores, None, None))
         else:
             think += w
         if cluster.ps_pool_cores:
-            stations.append((0.0, p * ps, cluster.ps_pool_cores, ("ps", 0)))
+            stations.append(_Station(0.0, p * ps, cluster.ps_pool_cores, ("ps", 0), None))
         else:
-            stations += [(0.0, ps, cluster.ps_cores, ("ps", i)) for i in range(p)]
+            stations += [_Station(0.0, ps, cluster.ps_cores, ("ps", i), i) for i in range(p)]
     if cluster.rate_bits:
         way = wire_bytes / p / (costs.link_efficiency * cluster.rate_bits / 8)
         for i in range(p):  # Each ps link, in then out.
             host = ("link", 0 if cluster.one_network_host else i)
-            stations += [(0.0, way, 1.0, host)] * 2
+            stations += [_Station(0.0, way, 1.0, host, i)] * 2
     return think, stations
+
+
+def _exchange_secs(times, serial):
+    """An exchange's time from each station's (exchange time, is a link, task): its CPU
+    and link times overlap (bytes are copied as they travel). Called one after the other,
+    the tasks add up; all at once, the slowest task's CPU (after the CPU every call shares)
+    and the slowest link count."""
+    shared = sum(x for x, link, task in times if not link and task is None)
+    tasks = {task for _, _, task in times if task is not None}
+    cpu = [sum(x for x, link, t in times if not link and t == task) for task in tasks] or [0.0]
+    wire = [sum(x for x, link, t in times if link and t == task) for task in tasks] or [0.0]
+    if serial:
+        return max(shared + sum(cpu), sum(wire))
+    return max(shared + max(cpu), *wire)
 
 
 def _kind(where):
@@ -125,41 +152,47 @@ def _crowding(costs, stations, seen):
     """Each station's slowdown from the others' customers its crowd holds (`seen`)."""
     rates = {"ps": costs.ps_crowding, "link": costs.link_crowding}
     held = {}
-    for (_, _, _, crowd), queue in zip(stations, seen, strict=True):
-        held[crowd] = held.get(crowd, 0.0) + queue
-    return [1 + rates[_kind(crowd)] * held[crowd] if crowd else 1.0 for *_, crowd in stations]
+    for station, queue in zip(stations, seen, strict=True):
+        held[station.crowd] = held.get(station.crowd, 0.0) + queue
+    return [1 + rates[_kind(s.crowd)] * held[s.crowd] if s.crowd else 1.0 for s in stations]
 
 
-def _mva(workers, think, stations, costs):
+def _mva(workers, think, stations, costs, serial):
     """(Cycle time, each station's crowding slowdown) of `workers` customers by approximate
     mean value analysis (Schweitzer's fixed point: another customer finds (W - 1) / W of a
     station's mean queue q). A station of m >= 1 cores keeps a customer D (1 + max(0, q' -
     m + 1) / m), exact when nobody waits and at saturation; less than a core is one slower
-    core (D / m). An exchange's CPU and link times overlap (bytes are copied as they
-    travel); compute overlaps none. Crowding scales D by `_crowding` (then the fixed point
-    is damped: it would swing)."""
-    slow = [(c / m, x / m, 1.0, w) if m < 1 else (c, x, m, w) for c, x, m, w in stations]
+    core (D / m). The exchange's time is `_exchange_secs` of the stations' times (calls
+    at once: a customer is at every task's stations together, each station's queue still
+    W times its time over the cycle); compute overlaps none. Crowding scales D by
+    `_crowding` (then the fixed point is damped: it would swing)."""
+    slow = [s._replace(compute=s.compute / s.servers, exchange=s.exchange / s.servers,
+                       servers=1.0) if s.servers < 1 else s for s in stations]  # fmt: skip
     lengths = [workers / len(slow)] * len(slow) if slow else []
-    shrink, cycle = (workers - 1) / workers, think + sum(c + x for c, x, _, _ in slow)
+    shrink = (workers - 1) / workers
+    cycle = (
+        think
+        + sum(s.compute for s in slow)
+        + _exchange_secs([(s.exchange, _kind(s.crowd) == "link", s.task) for s in slow], serial)
+    )
     damp = 0.5 if costs.link_crowding or costs.ps_crowding else 0.0
     crowd = [1.0] * len(slow)
     for _ in range(_ITERATIONS):
         seen = [q * shrink for q in lengths]
         crowd = _crowding(costs, slow, seen)
-        stretch = [1 + max(0.0, q - m + 1) / m for (_, _, m, _), q in zip(slow, seen, strict=True)]
-        times = [(c * f, x * g * f, _kind(where) == "link")
-                 for (c, x, _, where), f, g in zip(slow, stretch, crowd, strict=True)]  # fmt: skip
-        compute = sum(c for c, _, _ in times)
-        cpu = sum(x for _, x, link in times if not link)
-        wire = sum(x for _, x, link in times if link)
+        stretch = [1 + max(0.0, q - s.servers + 1) / s.servers
+                   for s, q in zip(slow, seen, strict=True)]  # fmt: skip
+        compute = [s.compute * f for s, f in zip(slow, stretch, strict=True)]
+        times = [(s.exchange * g * f, _kind(s.crowd) == "link", s.task)
+                 for s, f, g in zip(slow, stretch, crowd, strict=True)]  # fmt: skip
         previous = cycle
-        cycle = damp * cycle + (1 - damp) * (think + compute + max(cpu, wire))
-        lengths = [workers * (c + x) / cycle for c, x, _ in times]
+        cycle = damp * cycle + (1 - damp) * (think + sum(compute) + _exchange_secs(times, serial))
+        lengths = [workers * (c + x) / cycle for c, (x, _, _) in zip(compute, times, strict=True)]
         if abs(cycle - previous) <= 1e-9 * cycle:
             break
     # None busier than 1.
-    busiest = max(((c + x * g) / m for (c, x, m, _), g in zip(slow, crowd, strict=True)),
-                  default=0.0)  # fmt: skip
+    busiest = max(((s.compute + s.exchange * g) / s.servers
+                   for s, g in zip(slow, crowd, strict=True)), default=0.0)  # fmt: skip
     return max(cycle, busiest * workers), crowd
 
 
@@ -171,11 +204,11 @@ def predict(cluster, costs, wire_bytes, period, compute_secs, overlap=False):
     workers = cluster.workers
     if overlap:
         own = period * compute_secs + costs.worker_secs(wire_bytes, cluster.ps_tasks)
-        busiest = max(((c + x) / m for c, x, m, _ in stations), default=0.0)
+        busiest = max(((s.compute + s.exchange) / s.servers for s in stations), default=0.0)
         cycle, crowd = max(own, busiest * workers), [1.0] * len(stations)
     else:
-        cycle, crowd = _mva(workers, think, stations, costs)
-    ps_crowd = [g for (*_, w), g in zip(stations, crowd, strict=True) if _kind(w) == "ps"]
+        cycle, crowd = _mva(workers, think, stations, costs, cluster.serial_calls)
+    ps_crowd = [g for s, g in zip(stations, crowd, strict=True) if _kind(s.crowd) == "ps"]
     rate = workers / cycle
     ps_busy = rate * cluster.ps_tasks * costs.ps_secs(wire_bytes, cluster.ps_tasks)
     ps_busy *= sum(ps_crowd) / len(ps_crowd) if ps_crowd else 1.0

@@ -162,20 +162,72 @@ def test_two_transfers_in_flight_crowd_each_other():
 
 
 def test_links_of_one_network_host_crowd_each_other():
-    # 2 ps tasks: 6.25 MB per link each way, D = 50 ms at each of 4 link stations; two
-    # workers hold 0.5 at each (q' = 0.25). On their own machines a ps link counts its own
-    # two stations' 0.5 in flight: D (1 + 0.2 x 0.5) = 55 ms, x 1.25 at each of 4: 275 ms,
-    # 2 / 0.275 = 7.27 exchanges/s. Forwarded by one machine (the scale harness), all 4
-    # count, 1 in flight: 60 ms, 300 ms a cycle, 6.67 exchanges/s.
+    # 2 ps tasks: 6.25 MB per link each way, D = 50 ms at each of 4 link stations; no CPU.
+    # The calls go at once: an exchange is at both tasks' links together and lasts as
+    # long as the slower task's in + out, so a cycle is 2 R and each of the two workers
+    # holds R / 2R at every station: q = 1, q' = 0.5, R = D (1 + 0.5) x crowding. On their
+    # own machines a ps link counts its own two stations, 1 in flight: R = 50 x 1.5 x
+    # (1 + 0.2 x 1) = 90 ms, a 180 ms cycle, 2 / 0.18 = 11.1 exchanges/s. Forwarded by
+    # one machine (the scale harness), all 4 count, 2 in flight: 50 x 1.5 x 1.4 = 105 ms,
+    # 210 ms a cycle, 9.52 exchanges/s.
     costs = Costs(link_crowding=0.2)
     apart = Cluster(1 * GBIT, workers=2, ps_tasks=2)
     assert cost_model.predict(apart, costs, 12.5e6, 1, 0.0).exchanges_per_sec == (
-        pytest.approx(2 / 0.275)
+        pytest.approx(2 / 0.18)
     )
     together = Cluster(1 * GBIT, workers=2, ps_tasks=2, one_network_host=True)
     assert cost_model.predict(together, costs, 12.5e6, 1, 0.0).exchanges_per_sec == (
-        pytest.approx(2 / 0.3)
+        pytest.approx(2 / 0.21)
     )
+    # Called one after the other, the 4 stations add up: R / 4R at each, q' = 0.25 and
+    # 0.5 in flight per link, 1 on one host: R = 50 x 1.25 x 1.1 = 68.75 ms (apart),
+    # 50 x 1.25 x 1.2 = 75 ms (together): cycles of 275 and 300 ms.
+    serial = {"ps_tasks": 2, "serial_calls": True}
+    assert cost_model.predict(
+        Cluster(1 * GBIT, workers=2, **serial), costs, 12.5e6, 1, 0.0
+    ).exchanges_per_sec == pytest.approx(2 / 0.275)
+    assert cost_model.predict(
+        Cluster(1 * GBIT, workers=2, one_network_host=True, **serial), costs, 12.5e6, 1, 0.0
+    ).exchanges_per_sec == pytest.approx(2 / 0.3)
+
+
+def test_calls_at_once_wait_for_the_slowest_link_not_the_sum():
+    # One worker, 10 MB each way over 4 ps tasks at 1 Gbit/s (125 MB/s): 2.5 MB per link
+    # each way, 20 ms in and 20 ms out, 40 ms a task; each task's 5 ms of CPU on cores of
+    # its own overlaps its transfer. One after the other: 4 x 40 = 160 ms (the CPU, 20 ms,
+    # hides behind it). At once: the slowest task, 40 ms: a quarter.
+    costs = Costs(ps_call_secs=5 * MS)
+    at_once = Cluster(1 * GBIT, workers=1, ps_tasks=4)
+    one_by_one = Cluster(1 * GBIT, workers=1, ps_tasks=4, serial_calls=True)
+    assert cost_model.predict(at_once, costs, 10e6, 10, 10 * MS).latency_secs == (
+        pytest.approx(40 * MS)
+    )
+    assert cost_model.predict(one_by_one, costs, 10e6, 10, 10 * MS).latency_secs == (
+        pytest.approx(160 * MS)
+    )
+    # One task: nothing to do at once, the same 10 MB in 80 + 80 ms either way.
+    for serial in (False, True):
+        alone = Cluster(1 * GBIT, workers=1, ps_tasks=1, serial_calls=serial)
+        assert cost_model.predict(alone, costs, 10e6, 10, 10 * MS).latency_secs == (
+            pytest.approx(160 * MS)
+        )
+
+
+def test_calls_at_once_still_share_the_cores_they_share():
+    # The scale harness: the ps tasks share one core, the workers' exchanges another. One
+    # worker, 2 ps tasks, 10 MB each way: 40 ms a way per link, 80 ms a task. The worker's
+    # CPU is 2 calls of 5 ms; each ps task's 30 ms, on the one core: 60 ms. One after the
+    # other the links add up: max(10 + 60, 2 x 80) = 160 ms. At once: max(70, 80) = 80 ms,
+    # the slower link. With 50 ms a ps task the shared ps core's 100 ms (and the worker's
+    # 10) bound it instead: max(110, 80) = 110 ms; one after the other still 160.
+    harness = {"ps_tasks": 2, "ps_pool_cores": 1, "worker_pool_cores": 1}
+    for ps_call, at_once, one_by_one in ((30 * MS, 80 * MS, 160 * MS),
+                                         (50 * MS, 110 * MS, 160 * MS)):  # fmt: skip
+        costs = Costs(worker_call_secs=5 * MS, ps_call_secs=ps_call)
+        for serial, expected in ((False, at_once), (True, one_by_one)):
+            cluster = Cluster(1 * GBIT, workers=1, serial_calls=serial, **harness)
+            predicted = cost_model.predict(cluster, costs, 10e6, 10, 10 * MS)
+            assert predicted.latency_secs == pytest.approx(expected)
 
 
 def test_a_crowded_ps_core_serves_fewer_exchanges():
