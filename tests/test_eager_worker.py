@@ -100,10 +100,9 @@ def test_variables_made_by_the_first_step_are_refused_at_start():
 
 def test_a_step_or_an_end_before_start_is_refused():
     worker = ElasticAverageWorker(WORKER, _floats())
-    with pytest.raises(RuntimeError, match=r"step\(\) before start\(\)"):
-        worker.step()
-    with pytest.raises(RuntimeError, match=r"end\(\) before start\(\)"):
-        worker.end()
+    for call in ("step", "end", "save_checkpoint", "centre_values"):
+        with pytest.raises(RuntimeError, match=rf"{call}\(\) before start\(\)"):
+            getattr(worker, call)()
 
 
 def test_graph_mode_is_refused():
@@ -185,6 +184,10 @@ def test_one_exchange_in_a_tf_function_loop(tmp_path):
     )
     assert (worker.local_steps, worker.exchanges, worker.global_step) == (3, 1, 1)
     np.testing.assert_allclose([*model.kernel.numpy(), model.bias.numpy()], [0.36, 0.36, -0.14])
+    # The chief's end() stopped the parameter servers: nothing more reaches them.
+    for call in ("save_checkpoint", "step"):
+        with pytest.raises(RuntimeError, match=rf"{call}\(\) while its link to the centre is"):
+            getattr(worker, call)()
     # The chief wrote the centre where plain TF 2 reads it, into a module of the same shape.
     plain = Linear(0.0, 0.0)
     tf.train.Checkpoint(model=plain).read(str(tmp_path / "centre")).assert_consumed()
@@ -335,6 +338,8 @@ def test_an_exchange_in_flight_never_lands_after_close_or_a_new_start():
         worker.step()
         rows.append(w.numpy())
         worker.close()
+        with pytest.raises(RuntimeError, match=r"step\(\) while its link to the centre is closed"):
+            worker.step()  # Not TensorFlow's error of a closed session.
         worker.start()
         rows.append(w.numpy())
         w.assign_add(1.0)
@@ -350,3 +355,102 @@ def test_an_exchange_in_flight_never_lands_after_close_or_a_new_start():
         worker.close()
     assert rows == [2.0, 1.5, 2.5, 2.0, 3.0]
     assert (w.numpy(), worker.exchanges) == (2.5, 1)
+
+
+# --- The end of a job -------------------------------------------------------------------------
+
+
+class _StoppedAtFinishLink(CentreLink):
+    """A link whose parameter servers stop as soon as this worker has reported itself done
+    (a chief that was waiting for it stops them at once): every later call to them fails,
+    as a real one would after `timeout_secs`."""
+
+    stopped = False
+
+    def finish(self, local_steps, timeout_secs):
+        finished = super().finish(local_steps, timeout_secs)
+        self.stopped = True
+        return finished
+
+    def _check_running(self):
+        if self.stopped:
+            raise tf.errors.DeadlineExceededError(None, None, "the parameter servers stopped")
+
+    def read(self):
+        self._check_running()
+        return super().read()
+
+    def start_values(self):
+        self._check_running()
+        return super().start_values()
+
+    def exchange(self, values):
+        self._check_running()
+        return super().exchange(values)
+
+    def global_step(self):
+        self._check_running()
+        return super().global_step()
+
+
+class _StoppedAtFinishWorker(ElasticAverageWorker):
+    def _link_class(self):
+        return _StoppedAtFinishLink
+
+
+def _two_workers(other_class=ElasticAverageWorker):
+    """A chief and worker 1 (of `other_class`) of a new cluster, tau 1, alpha 0.5, with a
+    variable each: the chief's w0 = 1 (the centre it sets up), worker 1's w1 = 5."""
+    cluster, tasks = _cluster(num_ps=1, num_workers=2)
+    w0, w1 = tf.Variable(1.0), tf.Variable(5.0)
+    chief, other = (
+        make(task, [w], 1, 0.5, server=cluster.servers["worker", task.task_index],
+             timeout_secs=DEADLINE_SECS)
+        for make, task, w in ((ElasticAverageWorker, tasks[0], w0), (other_class, tasks[1], w1))
+    )  # fmt: skip
+    return chief, other, w0, w1
+
+
+@pytest.mark.cluster
+def test_another_workers_end_reports_it_done_after_its_last_read():
+    # Worker 1 copies the centre, 1. w1 = 3; its step: d = 0.5 (3 - 1) = 1, centre 2,
+    # w1 = 2, global_step 1. Its end() copies the centre (2) and reads global_step (1)
+    # before it reports itself done: after that report the chief may stop the ps at once
+    # (no model_dir to write first), and a read then would wait for nothing, then fail.
+    chief, other, w0, w1 = _two_workers(_StoppedAtFinishWorker)
+    try:
+        chief.start()
+        other.start()
+        w1.assign_add(2.0)
+        other.step()
+        assert other.end() is None
+        assert (w1.numpy(), other.global_step, other._link.stopped) == (2.0, 1, True)
+        finished = chief.end()
+    finally:
+        other.close()
+        chief.close()
+    assert (finished.local_steps, finished.missing) == ({1: 1}, [])
+    assert (w0.numpy(), chief.global_step) == (2.0, 1)
+
+
+@pytest.mark.cluster
+def test_another_workers_link_is_closed_by_its_end():
+    # After its end() worker 1 says it has ended instead of reading parameter servers the
+    # chief may have stopped; start() links it again and copies the centre (w1: 2 -> 1).
+    chief, other, _, w1 = _two_workers()
+    try:
+        chief.start()
+        other.start()
+        other.end()
+        assert not other.started
+        with pytest.raises(RuntimeError, match=r"has ended"):
+            other.centre_values()
+        w1.assign(2.0)
+        other.start()
+        assert (other.started, w1.numpy(), other.centre_values()) == (True, 1.0, [1.0])
+        other.close()
+        finished = chief.end()
+    finally:
+        other.close()
+        chief.close()
+    assert finished.local_steps == {1: 0}

@@ -77,6 +77,34 @@ class CentreLink:
         with self.graph.as_default():
             self._build(task, specs, moving_rate)
 
+    @classmethod
+    def of_worker(cls, settings, specs, server=None):
+        """The link of a worker of checked `Settings` (`eager.settings`): no op of its
+        sessions waits longer than `timeout_secs`; the chief makes its `model_dir`.
+
+        Args:
+            settings: the worker's `Settings`.
+            specs: a `CentreSpec` per averaged variable, in the worker's order.
+            server: the worker's started `tf.distribute.Server`; None starts it.
+
+        Raises:
+            RuntimeError: if the worker's server cannot start (`start_server`).
+        """
+        task = settings.task
+        config = session_config(task, settings.timeout_secs)
+        if server is None:
+            server = start_server(task, config)
+        model_dir = settings.model_dir if task.is_chief else None
+        if model_dir:
+            os.makedirs(model_dir, exist_ok=True)
+        return cls(task, specs, settings.moving_rate, server, config, model_dir,
+                   wire_dtype=settings.wire_dtype)  # fmt: skip
+
+    @property
+    def server(self):
+        """The worker's `tf.distribute.Server`, whose target the sessions use."""
+        return self._server
+
     def _build(self, task, specs, moving_rate):
         worker = task.device
         devices = _balance(specs, task.num_ps)

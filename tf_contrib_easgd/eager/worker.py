@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_contrib_easgd import _validation
-from tf_contrib_easgd.eager.centre_link import CentreLink, session_config, start_server
+from tf_contrib_easgd.eager.centre_link import CentreLink
 from tf_contrib_easgd.eager.sender import ExchangeSender
 from tf_contrib_easgd.eager.settings import Settings, check_eager
 from tf_contrib_easgd.eager.variables import Averaged, centre_specs, tf_variable
@@ -45,10 +45,11 @@ class ElasticAverageWorker:
       `wire_dtype`, both sides compute d from 16-bit differences);
     * after a lost parameter server, waits for it and starts again from the centre (the
       chief restores its latest checkpoint into a restarted ps);
-    * `end()` (leaving `with` without an error) copies the centre into the variables; the
-      chief first waits for the other workers' `end()` (at most `timeout_secs`), then
-      checkpoints the centre in `model_dir`, writes it as a `tf.train.Checkpoint`
-      (`centre`, which plain TF 2 reads) and stops the parameter servers.
+    * `end()` (leaving `with` without an error) copies the centre into the variables;
+      another worker then reports itself done and closes its link; the chief first waits
+      for the other workers' `end()` (at most `timeout_secs`), then, with a `model_dir`,
+      checkpoints the centre there and writes it as a `tf.train.Checkpoint` (`centre`,
+      which plain TF 2 reads), and with `stop_parameter_servers` stops them.
 
     The optimizer's state stays the worker's. There is no elastic penalty between exchanges
     (rho = 0, the paper's asynchronous EASGD). The parameter servers are
@@ -181,8 +182,8 @@ class ElasticAverageWorker:
 
     @property
     def started(self):
-        """Whether the worker is linked to the centre: from `start()` on, until `close()` or
-        the chief's `end()` that stops the parameter servers."""
+        """Whether the worker is linked to the centre: from `start()` on, until `close()`,
+        or `end()` (except on a chief that leaves the parameter servers running)."""
         return self._link is not None and self._link.connected
 
     def centre_values(self):
@@ -191,11 +192,7 @@ class ElasticAverageWorker:
         Raises:
             RuntimeError: unless `started`.
         """
-        if not self.started:
-            raise RuntimeError(
-                "The centre is read between start() and end() only (during model.fit for "
-                "the Keras callback)."
-            )
+        self._check_started("centre_values")
         return self._link.read()
 
     def elastic_distance(self):
@@ -236,7 +233,7 @@ class ElasticAverageWorker:
         checkpointing (the chief) every `save_checkpoint_steps`.
 
         Raises:
-            RuntimeError: before `start()`.
+            RuntimeError: unless `started`.
         """
         self._check_started("step")
         steps = _validation.check_int(steps, "steps", 1)
@@ -249,7 +246,12 @@ class ElasticAverageWorker:
 
     def save_checkpoint(self):
         """On the chief with a `model_dir`, writes a checkpoint of the centre (the one a
-        restarted parameter server gets back); elsewhere does nothing. Returns its path."""
+        restarted parameter server gets back); elsewhere does nothing. Returns its path.
+
+        Raises:
+            RuntimeError: unless `started`.
+        """
+        self._check_started("save_checkpoint")
         if self._settings.task.is_chief and self._settings.model_dir:
             return self._reliably(self._link.save_checkpoint)
         return None
@@ -261,22 +263,25 @@ class ElasticAverageWorker:
             On the chief, the `FinishedWorkers` reports; elsewhere None.
 
         Raises:
-            RuntimeError: before `start()`.
+            RuntimeError: unless `started`.
         """
         self._check_started("end")
-        settings = self._settings
+        settings, chief = self._settings, self._settings.task.is_chief
         self._reliably(self._land)  # With overlap, the last exchange's move.
+        if not chief:  # Its last call to the ps is `finish`: the chief may stop them then.
+            self._take_centre()
         self.finished = self._reliably(
             lambda: self._link.finish(self._steps, settings.timeout_secs)
         )
-        self._reliably(self._copy_centre)
-        self._global_step = self._reliably(self._link.global_step)
-        if settings.task.is_chief and settings.model_dir:
-            self.save_checkpoint()
-            self._export(settings.model_dir)
+        if chief:  # The others are done: the centre is final.
+            self._take_centre()
+            if settings.model_dir:
+                self.save_checkpoint()
+                self._export(settings.model_dir)
         self._sender.close()
-        if settings.task.is_chief and settings.stop_ps:
-            self._link.close()
+        if not chief or settings.stop_ps:
+            self._link.close()  # `start()` links it again.
+        if chief and settings.stop_ps:
             self._link.stop_parameter_servers()
         return self.finished
 
@@ -307,6 +312,12 @@ class ElasticAverageWorker:
                 "`with worker:`) before the first training step, so that it starts from "
                 "the centre."
             )
+        if not self.started:
+            raise RuntimeError(
+                f"ElasticAverageWorker.{call}() while its link to the centre is closed: the "
+                "worker has ended or closed (or its last start failed); start() links it "
+                "again and starts it from the centre."
+            )
 
     def _export(self, model_dir):
         """The chief's final centre, as a `tf.train.Checkpoint` of what the user gave: a
@@ -316,16 +327,10 @@ class ElasticAverageWorker:
         tf.train.Checkpoint(**objects).write(os.path.join(model_dir, CENTRE_CHECKPOINT))
 
     def _make_link(self):
-        settings, task = self._settings, self._settings.task
-        config = session_config(task, settings.timeout_secs)
-        if self._server is None:
-            self._server = start_server(task, config)
-        if settings.model_dir and task.is_chief:
-            os.makedirs(settings.model_dir, exist_ok=True)
-        link, specs = self._link_class(), centre_specs(self._variables)
-        model_dir = settings.model_dir if task.is_chief else None
-        return link(task, specs, settings.moving_rate, self._server, config, model_dir,
-                    wire_dtype=settings.wire_dtype)  # fmt: skip
+        specs = centre_specs(self._variables)
+        link = self._link_class().of_worker(self._settings, specs, self._server)
+        self._server = link.server  # Started once: a second server would find its port taken.
+        return link
 
     def _link_class(self):
         return CentreLink
@@ -354,12 +359,8 @@ class ElasticAverageWorker:
         self._copy_centre()
         self._global_step = self._link.global_step()
         self._lost = False
-        tf.compat.v1.logging.info(
-            "%s started from the centre (%s), %d exchanges so far.",
-            task.name,
-            self.centre_found,
-            self._global_step,
-        )
+        tf.compat.v1.logging.info("%s started from the centre (%s), %d exchanges so far.",
+                                  task.name, self.centre_found, self._global_step)  # fmt: skip
 
     def _exchange(self):
         """One exchange: x and the centre move towards each other by the same d. With
@@ -391,6 +392,11 @@ class ElasticAverageWorker:
         self._sender.discard()
         self._lost = True
         self.recoveries += 1
+
+    def _take_centre(self):
+        """Copies the centre into the variables and reads `global_step`, at the end."""
+        self._reliably(self._copy_centre)
+        self._global_step = self._reliably(self._link.global_step)
 
     def _copy_centre(self):
         """Starts the variables from the centre (over a 16-bit wire, the references too)."""
