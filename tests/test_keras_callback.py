@@ -18,7 +18,8 @@ from clusters import InProcessCluster
 from processes import run_python_script
 
 from tf_contrib_easgd import cluster_from_hosts
-from tf_contrib_easgd.keras import ElasticAverageCallback, model_weights
+from tf_contrib_easgd.eager.variables import Averaged, centre_specs
+from tf_contrib_easgd.keras import ElasticAverageCallback
 
 keras = tf.keras
 
@@ -197,8 +198,8 @@ def test_centres_are_named_alike_whatever_this_process_built_before():
     def unnamed_model():
         return keras.Sequential([keras.Input((3,)), keras.layers.Dense(4), keras.layers.Dense(2)])
 
-    first = model_weights.centre_specs(model_weights.averaged_weights(unnamed_model()))
-    later = model_weights.centre_specs(model_weights.averaged_weights(unnamed_model()))
+    first = centre_specs(Averaged(unnamed_model()).collect())  # The callback's weights.
+    later = centre_specs(Averaged(unnamed_model()).collect())
     assert first == later
     assert [spec.name for spec in first] == [
         "weight_0_kernel", "weight_1_bias", "weight_2_kernel", "weight_3_bias"
@@ -325,7 +326,7 @@ import numpy as np
 import portpicker
 import tensorflow as tf
 from tf_contrib_easgd import cluster_from_hosts
-from tf_contrib_easgd.keras import ElasticAverageCallback, model_weights
+from tf_contrib_easgd.keras import ElasticAverageCallback
 
 ps, worker = (f"localhost:{portpicker.pick_unused_port()}" for _ in range(2))
 task = cluster_from_hosts("worker", 0, ps, worker)

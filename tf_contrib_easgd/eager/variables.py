@@ -16,6 +16,10 @@ from tf_contrib_easgd.eager.centre_link import CentreSpec
 _INVALID_NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_.\-/]")
 
 
+class NotBuiltError(ValueError):
+    """A module or model has no floating-point variables yet: it makes them when built."""
+
+
 class Averaged:
     """The variables of one worker that get a centre, from the `variables` argument."""
 
@@ -55,14 +59,15 @@ class Averaged:
         normalization's; an optimizer's state is not the model's).
 
         Raises:
-            ValueError: if the module or model has no floating-point variable yet.
+            NotBuiltError: a `ValueError`, if the module or model has no floating-point
+                variable yet.
         """
         if self._list is not None:
             return list(self._list)
         found = _once(v for v in _owned(self._owner) if tf.as_dtype(v.dtype).is_floating)
         if not found:
             name = getattr(self._owner, "name", None) or type(self._owner).__name__
-            raise ValueError(
+            raise NotBuiltError(
                 f"{name!r} has no floating-point variables yet to average: its layers make "
                 "them when it is first built or called. Build it before the worker starts "
                 "(give a Keras model an Input, call model.build(input_shape), or call the "

@@ -13,8 +13,8 @@ import numpy as np
 import tensorflow as tf
 
 from tf_contrib_easgd.eager.settings import Settings, check_eager
+from tf_contrib_easgd.eager.variables import NotBuiltError
 from tf_contrib_easgd.eager.worker import ElasticAverageWorker
-from tf_contrib_easgd.keras import model_weights
 
 #: What the chief writes into model_dir at the end of training: the centre as a model.
 SAVED_MODEL = "centre.keras"
@@ -108,7 +108,6 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
             wire_dtype,
         )
         self._worker = None  # The `ElasticAverageWorker` of the model, made by the first fit.
-        self._keras_weights = []  # The model's averaged weights, as Keras holds them.
         self._epoch_batches = 0  # Batches of the current epoch seen so far.
 
     # What the callback has done, for logs and tests.
@@ -173,7 +172,7 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
         Raises:
             RuntimeError: outside `fit`.
         """
-        centre = dict(zip(map(id, self._keras_weights), self._read_centre(), strict=True))
+        centre = dict(zip(map(id, self._worker.variables), self._read_centre(), strict=True))
         return [centre.get(id(w), np.asarray(w.numpy())) for w in self.model.weights]
 
     def elastic_distance(self):
@@ -198,12 +197,16 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         """Links to the centre (once) and starts the worker from it."""
         check_eager("ElasticAverageCallback", "model.fit")
-        if self._worker is None:
-            self._keras_weights = model_weights.averaged_weights(self.model)
-            self._worker = _KerasWorker.from_settings(self._settings, self._keras_weights)
-            self._worker.model = self.model
+        if self._worker is None:  # Its variables: the model's, read by its first start.
+            self._worker = _KerasWorker.from_settings(self._settings, self.model)
         self._epoch_batches = 0
-        self._worker.start()
+        try:
+            self._worker.start()
+        except NotBuiltError:
+            raise ValueError(
+                f"model {self.model.name!r} has no floating-point weights to average: build "
+                "it before fit (give it an Input, or call model.build(input_shape))."
+            ) from None
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch_batches = 0
@@ -232,13 +235,13 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
 
 
 class _KerasWorker(ElasticAverageWorker):
-    """The callback's worker: the chief writes the centre as Keras files, not a checkpoint."""
-
-    model = None
+    """The callback's worker, of its model: the chief writes the centre as Keras files, not
+    a checkpoint."""
 
     def _export(self, model_dir):
-        self.model.save(os.path.join(model_dir, SAVED_MODEL))
-        self.model.save_weights(os.path.join(model_dir, SAVED_WEIGHTS))
+        model = self._averaged.owner
+        model.save(os.path.join(model_dir, SAVED_MODEL))
+        model.save_weights(os.path.join(model_dir, SAVED_WEIGHTS))
 
 
 def _keras_name():
