@@ -266,6 +266,17 @@ def _replay_exchange(values, centre, references, wire_dtype):
     return deltas
 
 
+def _assert_replayed(worker, values, centre, references):
+    """The worker's values, the centre and both copies of its references, as replayed."""
+    for observed, replayed in zip(worker.values(), values, strict=True):
+        np.testing.assert_array_equal(observed, replayed)
+    for observed, replayed in zip(worker.centre_values(), centre, strict=True):
+        np.testing.assert_array_equal(observed, replayed)
+    for (held, own), replayed in zip(_references(worker), references, strict=True):
+        np.testing.assert_array_equal(held, replayed)
+        np.testing.assert_array_equal(own, replayed)
+
+
 @pytest.mark.cluster
 @pytest.mark.parametrize(
     ("wire_dtype", "overlap"), [("bfloat16", False), ("bfloat16", True), ("float16", False)]
@@ -290,44 +301,42 @@ def test_many_exchanges_match_numpy_to_the_bit(wire_dtype, overlap):
             _worker(cluster, task, variables[-1], moving_rate=0.3, overlap=overlap,
                     wire_dtype=wire_dtype)
         )  # fmt: skip
-    for worker in workers:  # The chief first: it sets the centre up.
-        worker.start()
-    centre = [value.copy() for value in start]
-    x = [[value.copy() for value in start] for _ in workers]
-    references = [[value.copy() for value in start] for _ in workers]
-    pending = [None, None]
-    total = 3 * start[2].astype(np.float64)
-    for _ in range(30):
-        for k, worker in enumerate(workers):
-            steps = [
-                rng.normal(scale=0.01, size=s).astype(t)
-                for s, t in zip(shapes, dtypes, strict=True)
-            ]
-            for variable, step in zip(variables[k], steps, strict=True):
-                variable.assign_add(step)
-            total += steps[2]
-            worker.step()
-            _settled(worker)
-            x[k] = [value + step for value, step in zip(x[k], steps, strict=True)]
-            if pending[k] is not None:
-                x[k] = [value - d for value, d in zip(x[k], pending[k], strict=True)]
-            deltas = _replay_exchange(x[k], centre, references[k], wire_dtype)
-            if overlap:
-                pending[k] = deltas
-            else:
-                x[k] = [value - d for value, d in zip(x[k], deltas, strict=True)]
-            for observed, replayed in zip(worker.values(), x[k], strict=True):
-                np.testing.assert_array_equal(observed, replayed)
-            for observed, replayed in zip(worker.centre_values(), centre, strict=True):
-                np.testing.assert_array_equal(observed, replayed)
-            for (held, own), replayed in zip(_references(worker), references[k], strict=True):
-                np.testing.assert_array_equal(held, replayed)
-                np.testing.assert_array_equal(own, replayed)
-        not_landed = sum(d[2] for d in pending if d is not None)
-        kept = x[0][2] + x[1][2] - not_landed + centre[2]
-        np.testing.assert_allclose(kept, total, rtol=0, atol=1e-12)
-    workers[1].end()  # The other worker first: the chief's end() waits for it.
-    workers[0].end()
+    try:
+        for worker in workers:  # The chief first: it sets the centre up.
+            worker.start()
+        centre = [value.copy() for value in start]
+        x = [[value.copy() for value in start] for _ in workers]
+        references = [[value.copy() for value in start] for _ in workers]
+        pending = [None, None]
+        total = 3 * start[2].astype(np.float64)
+        for _ in range(30):
+            for k, worker in enumerate(workers):
+                steps = [
+                    rng.normal(scale=0.01, size=s).astype(t)
+                    for s, t in zip(shapes, dtypes, strict=True)
+                ]
+                for variable, step in zip(variables[k], steps, strict=True):
+                    variable.assign_add(step)
+                total += steps[2]
+                worker.step()
+                _settled(worker)
+                x[k] = [value + step for value, step in zip(x[k], steps, strict=True)]
+                if pending[k] is not None:
+                    x[k] = [value - d for value, d in zip(x[k], pending[k], strict=True)]
+                deltas = _replay_exchange(x[k], centre, references[k], wire_dtype)
+                if overlap:
+                    pending[k] = deltas
+                else:
+                    x[k] = [value - d for value, d in zip(x[k], deltas, strict=True)]
+                _assert_replayed(worker, x[k], centre, references[k])
+            not_landed = sum(d[2] for d in pending if d is not None)
+            kept = x[0][2] + x[1][2] - not_landed + centre[2]
+            np.testing.assert_allclose(kept, total, rtol=0, atol=1e-12)
+        workers[1].end()  # The other worker first: the chief's end() waits for it.
+        workers[0].end()
+    finally:  # Their sessions, however the checks went (after end(), nothing to close).
+        for worker in workers:
+            worker.close()
     assert workers[0].global_step == 60
     for observed, replayed in zip(workers[0].values(), centre, strict=True):
         np.testing.assert_array_equal(observed, replayed)
