@@ -12,7 +12,15 @@ import textwrap
 import pytest
 from processes import run_python_script
 
-from tf_contrib_easgd.migrate import cli, codemod, slim_apis
+from tf_contrib_easgd.migrate import (
+    cli,
+    codemod,
+    legacy_keras,
+    module_facts,
+    project,
+    slim_apis,
+    star_imports,
+)
 
 EASGD_SCRIPT = """\
 from common import *
@@ -111,6 +119,57 @@ def test_names_bound_only_for_the_tools_eyes_are_not_written(tmp_path):
     assert status == cli.EXIT_OK
     assert "2 file(s) checked, 0 changed" in report
     assert (tmp_path / "shapes.py").read_text().startswith("from common import *\n\n\n")
+
+
+def test_reading_a_tree_analyses_each_module_once(tmp_path, monkeypatch):
+    # Scope analysis is what makes a tree slow (research/slim: 95 modules). Reading the tree
+    # wraps each module once for its facts and its Keras uses, and looks for free names
+    # only in a module with a star import.
+    _tree(
+        tmp_path,
+        {
+            "common.py": "import tensorflow as tf\nCLUSTER = SGD = None\n",
+            "train.py": EASGD_SCRIPT.replace("import *", "import *\nimport model"),
+            "model.py": """\
+                import tensorflow as tf
+
+
+                def dense(x):
+                    return tf.keras.layers.Dense(4)(x)
+            """,
+        },
+    )
+    wrapped = {"project": 0, "module_facts": 0, "legacy_keras": 0}
+    for name, module in [
+        ("project", project),
+        ("module_facts", module_facts),
+        ("legacy_keras", legacy_keras),
+    ]:
+
+        class Counting(module.MetadataWrapper):
+            def __init__(self, *args, _name=name, **kwargs):
+                wrapped[_name] += 1
+                super().__init__(*args, **kwargs)
+
+        monkeypatch.setattr(module, "MetadataWrapper", Counting)
+    searched = []
+    real_free_names = star_imports.free_names
+
+    def recording_free_names(module):
+        searched.append(module.code.splitlines()[0])
+        return real_free_names(module)
+
+    monkeypatch.setattr(star_imports, "free_names", recording_free_names)
+    files = sorted(tmp_path.glob("*.py"))
+    found = project.contexts(files, [tmp_path])
+    # Three modules, three wrappers; the facts and the Keras visitors reuse them.
+    assert wrapped == {"project": 3, "module_facts": 0, "legacy_keras": 0}
+    assert searched == ["from common import *"]  # train.py only.
+    # The results are those of separate analyses: model.py builds graph ops for train.py,
+    # which uses EASGD, so its tf.keras needs Keras 2 and train.py sets the switch.
+    assert found[tmp_path / "model.py"].keras2_script == str(tmp_path / "train.py")
+    assert found[tmp_path / "train.py"].keras2_import == (f"{tmp_path / 'model.py'} (tf.keras)")
+    assert found[tmp_path / "common.py"].keras2_script == ""
 
 
 # --- Helper modules of a script that uses EASGD --------------------------------------------

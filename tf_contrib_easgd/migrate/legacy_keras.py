@@ -147,15 +147,17 @@ def _set_legacy_keras(module, body, index, above):
     return [*body[:index], *added, *body[index + 1 :]]
 
 
-def keras2_use(module, graph_code=False):
+def keras2_use(module, graph_code=False, wrapper=None):
     """Returns (line, API) of the first use of a Keras-2-only TF1 API, or (0, '').
 
     Args:
         module: a `libcst.Module`.
         graph_code: whether the module builds TF1 graphs: `tf.keras` counts then.
+        wrapper: a `MetadataWrapper` of `module` to reuse, with the metadata it has
+            resolved already; by default a new one.
     """
     visitor = _Keras2Uses(graph_code)
-    MetadataWrapper(module).visit(visitor)
+    (wrapper or MetadataWrapper(module)).visit(visitor)
     return min(visitor.uses, default=(0, ""))
 
 

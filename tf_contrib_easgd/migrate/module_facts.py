@@ -97,9 +97,15 @@ class Facts:
         return self.has_main_guard or self.works_at_top_level
 
     @classmethod
-    def of(cls, module):
-        """Collects the facts of a `libcst.Module`."""
-        wrapper = MetadataWrapper(module)
+    def of(cls, module, wrapper=None):
+        """Collects the facts of a `libcst.Module`.
+
+        Args:
+            module: a `libcst.Module`.
+            wrapper: a `MetadataWrapper` of `module` to reuse, with the metadata it has
+                resolved already; by default a new one.
+        """
+        wrapper = wrapper or MetadataWrapper(module)
         collector = _FactCollector()
         wrapper.visit(collector)
         return collector.facts

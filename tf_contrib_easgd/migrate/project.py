@@ -14,6 +14,7 @@ import dataclasses
 import pathlib
 
 import libcst as cst
+from libcst.metadata import MetadataWrapper
 
 from tf_contrib_easgd.migrate import legacy_keras, star_imports
 from tf_contrib_easgd.migrate.module_facts import Facts
@@ -77,16 +78,22 @@ def contexts(files, roots=()):
     exported = {}
     for path in parsed:
         modules[path].stars = _star_imports(path, parsed, resolver, exported, set())
+    keras2 = {}  # path -> (first use counting tf.keras, first use not counting it).
     for path, tree in parsed.items():
         bound, _ = star_imports.bind(tree, modules[path].stars)
-        modules[path].facts = Facts.of(bound)
+        # One wrapper, so that the scope analysis both visitors need runs once; nothing
+        # rewrites `bound`, so it need not be copied.
+        wrapper = MetadataWrapper(bound, unsafe_skip_copy=True)
+        modules[path].facts = Facts.of(bound, wrapper)
+        with_keras = legacy_keras.keras2_use(bound, True, wrapper)
+        without = legacy_keras.keras2_use(bound, False, wrapper) if with_keras[0] else (0, "")
+        keras2[path] = (with_keras, without)
     reach = {path: _reachable(path, modules) for path in parsed}
-    for path, tree in parsed.items():
+    for path in parsed:
         module = modules[path]
         helper = _first(reach, path, lambda other: modules[other].facts.uses_easgd)
         graph_code = module.facts.builds_graphs or bool(helper)
-        bound, _ = star_imports.bind(tree, module.stars)
-        module.keras2 = legacy_keras.keras2_use(bound, graph_code)
+        module.keras2 = keras2[path][0 if graph_code else 1]
     found = {}
     for path in parsed:
         module = modules[path]

@@ -161,8 +161,10 @@ def bind(module, stars):
         (the module, `Finding`s with lines of the returned module's text: one per star import
         from outside the tree when the module reads names it does not bind).
     """
+    if not stars:
+        return module, []  # Most modules: no scope analysis needed.
     free = free_names(module)
-    if not free or not stars:
+    if not free:
         return module, []
     wanted = []
     for star in stars:
