@@ -8,8 +8,10 @@
 Workers are server tasks, 16 to a host process (scale_task.py), whose local step waits the
 real step's calibrated time. For each ps count and wire, fresh ps processes serve the
 workers added in steps (their memory measured at each), then every (workers, tau, link
-rate) window runs, interleaved, CPU time and link bytes read at its edges. Then what a
-64-worker job needs besides exchanges: start-up and end, the work ledger, checkpoints.
+rate) window runs, interleaved, CPU time and link bytes read at its edges. One worker's
+exchange alone is timed with its calls to 2 and 4 ps tasks all at once and, in the same
+run, one after the other (the exchange before issue 38). Then what a 64-worker job needs
+besides exchanges: start-up and end, the work ledger, checkpoints.
 """
 
 import os
@@ -20,7 +22,15 @@ import time
 from absl import app
 
 from benchmarks import cost_model, protocol, report, scale_report
-from benchmarks.harness import PS_CPUS, WORKER_CPUS, ScaleCluster, open_fds, rss_bytes, wall_time_in
+from benchmarks.harness import (
+    PS_CPUS,
+    WORKER_CPUS,
+    ScaleCluster,
+    interleaved,
+    open_fds,
+    rss_bytes,
+    wall_time_in,
+)
 from benchmarks.scale_report import percentiles
 from tf_contrib_easgd.trainer import network
 
@@ -29,10 +39,12 @@ MODEL = "mlp-2.9M"
 FULL = {"workers": (2, 4, 8, 16, 32, 64), "ps": (1, 2, 4), "periods": (10, 64),
         "wires": (None, "bfloat16"), "rates": (None, "10gbit", "1gbit"),
         "bf16_rates": (None, "1gbit"),  # At 10 Gbit/s the CPU limits here, as unshaped.
-        "hosts": 4, "constants_models": ("mlp-25K", MODEL)}  # fmt: skip
+        "hosts": 4, "constants_models": ("mlp-25K", MODEL),
+        "calls_ps": (2, 4), "calls_rates": (None, "1gbit"), "calls_rounds": 2}  # fmt: skip
 QUICK = {"workers": (2,), "ps": (1,), "periods": (10,), "wires": (None,),
          "rates": (None, "1gbit"), "bf16_rates": (None, "1gbit"), "hosts": 1,
-         "constants_models": (MODEL,)}  # fmt: skip
+         "constants_models": (MODEL,), "calls_ps": (2,), "calls_rates": ("1gbit",),
+         "calls_rounds": 1}  # fmt: skip
 #: A window lasts for about this many exchanges, within these bounds (s).
 WINDOW_EXCHANGES, WINDOW_SECS, QUICK_WINDOW_SECS = 20, (2.0, 6.0), (1.0, 2.0)
 WARM_SECS, MAX_WARM_SECS = 1.0, 4.0
@@ -96,10 +108,12 @@ def window(cluster, workers, period, compute_secs, seconds, seed, warm_secs=WARM
     }  # fmt: skip
 
 
-def build(cluster, model, ps_tasks, wire, container, first, last, num_workers):
-    """Builds and starts workers `first`..`last - 1` (worker 0 first: it is the chief)."""
+def build(cluster, model, ps_tasks, wire, container, first, last, num_workers,
+          serial_calls=False):  # fmt: skip
+    """Builds and starts workers `first`..`last - 1` (worker 0 first: it is the chief);
+    `serial_calls`: their exchanges call the ps tasks one after the other."""
     common = {"model": model, "ps_tasks": ps_tasks, "wire": wire, "container": container,
-              "num_workers": num_workers}  # fmt: skip
+              "num_workers": num_workers, "serial_calls": serial_calls}  # fmt: skip
     if first == 0:
         cluster.call(0, "build", workers=[0], chief=True, **common)
     commands = {}
@@ -188,14 +202,35 @@ def measure_ps_count(cluster, plan, quick, ps_tasks, wire, compute_secs, rough, 
     return result
 
 
-def exchange_alone(cluster, model, ps_tasks, wire, container):
+def exchange_alone(cluster, model, ps_tasks, wire, container, serial_calls=False):
     """One worker exchanging back to back: the CPU of an exchange with nothing else."""
-    build(cluster, model, ps_tasks, wire, container, 0, 1, 1)
+    build(cluster, model, ps_tasks, wire, container, 0, 1, 1, serial_calls)
     cluster.pin()
     measured = window(cluster, 1, 1, 0.0, CONSTANTS_SECS, seed=0)
     cluster.pin(False)
     release(cluster, container)
     return {**measured, "model": model, "ps": ps_tasks, "wire": wire}
+
+
+def calls(cluster, plan, log):
+    """One worker's exchange alone (float32) with its calls to the ps tasks one after the
+    other and all at once, the two in interleaved rounds, for each link rate and ps count
+    of `plan`: the latency of each in the same run (scale_pieces.calls_table)."""
+    rows = []
+    for rate in plan["calls_rates"]:
+        if cluster.network is not None:
+            cluster.set_ps_rate(rate)
+        for ps_tasks in plan["calls_ps"]:
+            for round_index in range(plan["calls_rounds"]):
+                for serial in interleaved((True, False), round_index):
+                    container = f"q{os.getpid()}p{ps_tasks}r{round_index}{int(serial)}{rate}"
+                    m = exchange_alone(cluster, MODEL, ps_tasks, None, container, serial)
+                    rows.append({**m, "rate": rate, "serial_calls": serial, "round": round_index})
+                    form = "one after the other" if serial else "at once"
+                    log(f"  calls {form}: " + scale_report.window_line(rows[-1]))
+    if cluster.network is not None:
+        cluster.set_ps_rate(None)
+    return rows
 
 
 def job(cluster, model, workers, ps_tasks, log):
@@ -274,13 +309,15 @@ def measure(results, log):
     quick, plan = results["quick"], dict(QUICK if results["quick"] else FULL)
     reason = network.unavailable_reason(rate="1gbit")
     if reason:
-        plan["rates"] = plan["bf16_rates"] = (None,)
+        plan["rates"] = plan["bf16_rates"] = plan["calls_rates"] = (None,)
     results.update(model=MODEL, plan=plan, netns=reason is None, netns_skip_reason=reason,
                    pinning={"ps": PS_CPUS, "workers": WORKER_CPUS})  # fmt: skip
     results["reuse_freed_memory"] = True
+    results["calls_at_once"] = True  # The library's exchange; the model follows it.
     logs = pathlib.Path(tempfile.mkdtemp(prefix="easgd-bench-scale-logs-"))
     most = max(plan["workers"])
-    with ScaleCluster(max(plan["ps"]), most, plan["hosts"], logs, reason is None) as cluster:
+    max_ps = max(plan["ps"] + plan["calls_ps"])
+    with ScaleCluster(max_ps, most, plan["hosts"], logs, reason is None) as cluster:
         log(f"{most} workers in {plan['hosts']} hosts; logs {logs}; links: {reason or 'shaped'}")
         compute_secs = cluster.call(0, "calibrate", model=MODEL)["compute_secs"]
         results.update(compute_secs=compute_secs, constants=[])
@@ -294,6 +331,7 @@ def measure(results, log):
             container = f"k{os.getpid()}x{index}"
             results["constants"].append(exchange_alone(cluster, model, ps_tasks, wire, container))
             log("  constants " + scale_report.window_line(results["constants"][-1]))
+        results["calls"] = calls(cluster, plan, log)
         cluster.stop_ps()
         rough = scale_report.rough_costs(results["constants"], MODEL)
         results["ps_counts"] = [

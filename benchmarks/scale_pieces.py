@@ -1,9 +1,39 @@
 """docs/SCALING.md's tables of what a job of many workers needs besides exchanges: start-up
 and end, the work ledger, checkpoints, descriptors (scale.py measures them with easgd-train's
-own pieces), and the parameter servers' memory.
+own pieces), the parameter servers' memory, and one exchange's calls one after the other
+against all at once.
 """
 
+import statistics
+
 from benchmarks.report import ms, table
+
+
+def calls_table(results):
+    """One exchange alone: its latency with the calls to the ps tasks one after the other
+    and all at once, medians of each form's windows in the same run, and their ratio."""
+    rows, measured = [], results.get("calls")
+    if not measured:
+        return []
+    for key in sorted({(m["ps"], m["rate"] or "") for m in measured}):
+
+        def median(serial, key=key):
+            return statistics.median(
+                m["latency"]["median"] for m in measured
+                if (m["ps"], m["rate"] or "") == key and m["serial_calls"] == serial
+            )  # fmt: skip
+
+        one_by_one, at_once = median(True), median(False)
+        rows.append([key[0], key[1] or "not shaped", ms(one_by_one), ms(at_once),
+                     f"{at_once / one_by_one:.2f}"])  # fmt: skip
+    rounds = max(m["round"] for m in measured) + 1
+    return [
+        "### One exchange's calls: one after the other, and all at once", "",
+        f"One worker exchanging {results['model']} back to back, float32, medians (ms) of "
+        f"{rounds} interleaved round(s) of each form in this run; the calls one after the "
+        "other are the exchange before issue 38, built again for this comparison.", "",
+        table("ps | -link | one after the other | at once | ratio", rows), "",
+    ]  # fmt: skip
 
 
 def pieces_table(results):

@@ -88,16 +88,23 @@ def valid(results):
                 yield pc["ps"], pc["wire"], window
 
 
-def harness_cluster(workers, ps_tasks, rate):
+def harness_cluster(workers, ps_tasks, rate, serial_calls=False):
     """The harness as the model sees it: the ps tasks share a core, the workers' exchanges
-    another (pinned), links at `rate` or not limited, all forwarded by this machine."""
+    another (pinned), links at `rate` or not limited, all forwarded by this machine; the
+    calls to the ps tasks one after the other with `serial_calls`."""
     bits = rate_bits_per_sec(rate) if rate else None
     return cost_model.Cluster(bits, workers, ps_tasks, ps_pool_cores=1, worker_pool_cores=1,
-                              one_network_host=True)  # fmt: skip
+                              one_network_host=True, serial_calls=serial_calls)  # fmt: skip
+
+
+def serial_calls(results):
+    """Whether `results` were measured with the exchange that called its ps tasks one after
+    the other: every run before scale.py recorded "calls_at_once"."""
+    return not results.get("calls_at_once", False)
 
 
 def predicted(results, window, ps_tasks, wire, by_wire, compute):
-    cluster = harness_cluster(window["workers"], ps_tasks, window["rate"])
+    cluster = harness_cluster(window["workers"], ps_tasks, window["rate"], serial_calls(results))
     size = wire_bytes(protocol.MODELS[results["model"]].num_params, wire)
     return cost_model.predict(cluster, by_wire[wire], size, window["period"], compute)
 
@@ -309,6 +316,7 @@ def block(results, compared, plot_path, csv_path):
         f"{results['pinning']['workers']}; a local step waits {results['compute_secs'] * 1e3:.1f} "
         f"ms ({compute * 1e3:.1f} ms measured); links {links}.",
         "", "### The cost of an exchange, measured", "", _costs_table(by_wire, factors), "",
+        *scale_pieces.calls_table(results),
         "### Measured against the model", "",
         f"Exchanges/s the ps tasks served, measured (model), at tau {plan['periods'][0]}. The "
         f"model is off by more than 25 % at {sum(e > 0.25 for e in errors)} of {len(errors)} "
@@ -350,7 +358,8 @@ def plot(results, rows, by_wire, compute, path):
             label = f"{wire or 'float32'}, {rate_name(rate)}"
             axis.plot(*zip(*points, strict=True), "o", color=f"C{index}", ms=4, label=label)
             costs_, size = by_wire[wire or None], wire_bytes(params, wire)
-            clusters = [harness_cluster(int(w), ps_tasks, rate or None) for w in grid]
+            clusters = [harness_cluster(int(w), ps_tasks, rate or None, serial_calls(results))
+                        for w in grid]  # fmt: skip
             model = [cost_model.predict(c, costs_, size, period, compute) for c in clusters]
             model = [prediction.exchanges_per_sec for prediction in model]
             axis.plot(grid, model, "-", color=f"C{index}", alpha=0.6, linewidth=1)

@@ -26,6 +26,7 @@ from tf_contrib_easgd import (  # noqa: E402
     WorkLedger,
 )
 from tf_contrib_easgd.custom_getter import partitions  # noqa: E402
+from tf_contrib_easgd.exchange.elastic_exchange import ElasticExchange  # noqa: E402
 from tf_contrib_easgd.job import ledger as work_ledger  # noqa: E402
 from tf_contrib_easgd.job.ledger_variables import LedgerVariables  # noqa: E402
 from tf_contrib_easgd.trainer import export  # noqa: E402
@@ -35,13 +36,28 @@ TIMEOUT_MS = 120_000  # A blocked session.run fails instead of hanging.
 JITTER = 0.05  # A local step waits the compute time times a uniform draw in 1 +- JITTER.
 
 
+class _SerialCallsExchange(ElasticExchange):
+    """The library's exchange with its calls to the ps tasks one after the other, as before
+    they went in flight together (issue 38): what scale.py's `calls` measures against."""
+
+    _serial_calls = True
+
+
+class _SerialCallsOptimizer(ElasticAverageOptimizer):
+    def _make_exchange(self, centered, global_step):
+        return _SerialCallsExchange(centered, self._getter.worker_device, self._moving_rate,
+                                    global_step, self._use_locking, self._transport,
+                                    self._wire)  # fmt: skip
+
+
 def worker_graph(model, ps_tasks, wire, num_workers, index, container, trainer=False,
-                 train_steps=1):  # fmt: skip
+                 train_steps=1, serial_calls=False):  # fmt: skip
     """Worker `index`'s graph: `model`'s variables under EASGD, every weight matrix a
     partitioned variable with a shard per ps task. The loss reads a row of each shard (the
     compute is the harness's wait); each run of the train op exchanges every value. With
     `trainer`, easgd-train's work ledger (of `train_steps` local steps), sharded checkpoint
-    saver, export saver and hook."""
+    saver, export saver and hook; with `serial_calls`, the exchange calls the ps tasks one
+    after the other."""
     device, g = f"/job:worker/task:{index}", types.SimpleNamespace(graph=tf.Graph())
     with g.graph.as_default(), v1.container(container):
         getter = ElasticAverageCustomGetter(device)
@@ -55,9 +71,9 @@ def worker_graph(model, ps_tasks, wire, num_workers, index, container, trainer=F
                 for part in partitions(variable):
                     loss += tf.reduce_sum(tf.gather(part, [0]))
             g.global_step = v1.train.get_or_create_global_step()
-            g.optimizer = ElasticAverageOptimizer(v1.train.GradientDescentOptimizer(0.01),
-                                                  num_workers, getter, communication_period=1,
-                                                  rho=0.0, wire_dtype=wire)  # fmt: skip
+            optimizer = _SerialCallsOptimizer if serial_calls else ElasticAverageOptimizer
+            g.optimizer = optimizer(v1.train.GradientDescentOptimizer(0.01), num_workers, getter,
+                                    communication_period=1, rho=0.0, wire_dtype=wire)  # fmt: skip
             g.train_op = g.optimizer.minimize(loss, global_step=g.global_step)
             if trainer:  # As easgd-train's graph.build_worker_graph makes them.
                 g.hook = g.optimizer.make_session_run_hook(index == 0, index)
@@ -112,11 +128,14 @@ class Host:
         config = session_config(index, ps_tasks)
         return v1.Session(self.servers[index].target, graph=graph, config=config)
 
-    def build(self, model, ps_tasks, wire, num_workers, container, workers, chief=False):
-        """Builds and starts `workers` (worker 0 with `chief` initialises the centre first)."""
+    def build(self, model, ps_tasks, wire, num_workers, container, workers, chief=False,
+              serial_calls=False):  # fmt: skip
+        """Builds and starts `workers` (worker 0 with `chief` initialises the centre first);
+        `serial_calls`: their exchanges call the ps tasks one after the other."""
         started, transports = time.monotonic(), []
         for index in workers:
-            g = worker_graph(model, ps_tasks, wire, num_workers, index, container)
+            g = worker_graph(model, ps_tasks, wire, num_workers, index, container,
+                             serial_calls=serial_calls)  # fmt: skip
             session = self._session(index, g.graph, ps_tasks)
             for op in g.chief_init if chief and index == 0 else g.worker_init:
                 session.run(op)
