@@ -464,3 +464,29 @@ def test_tf_slim_batch_norm_fails_without_the_noted_workaround_and_trains_with_i
     assert found, out
     batch_mean, moving_mean = ([float(v) for v in group.split(",")] for group in found.groups())
     assert moving_mean == pytest.approx([0.001 * m for m in batch_mean], rel=1e-4, abs=1e-9)
+
+
+def test_a_star_import_of_a_local_contrib_copy_beside_another_is_reported_not_bound():
+    # The copy's star import is reported as such; the other one from outside the tree is
+    # reported too, and neither is bound (there is no tree here to bind from).
+    source = (
+        "from common import *\n"
+        "from my_pkg.elastic_average_optimizer import *\n"
+        "\n"
+        "getter = ElasticAverageCustomGetter('/job:worker/task:0')\n"
+    )
+    migration = codemod.migrate_source(source)
+    notes = {f.line: f.message for f in migration.findings}
+    assert notes[1].startswith("`from common import *` comes from outside the files migrated")
+    assert notes[2].startswith("`from my_pkg.elastic_average_optimizer import *` takes EASGD")
+
+
+def test_a_comparison_with_a_limit_named_like_a_global_step_is_no_read_of_it():
+    # `max_global_steps` is a limit, `local_step` the worker's own count: no global_step read.
+    source = SLIM_TRAINER.replace(
+        "while sess.run(global_step) < 40:", "while s < max_global_steps:"
+    )
+    notes = {f.line: f.message for f in codemod.migrate_source(source).findings}
+    assert notes[9].startswith(
+        "reads global_step for a learning-rate decay and a stop condition (lines 9, 11)."
+    )

@@ -10,6 +10,7 @@ Nothing is rewritten: the note says where, and what to change.
 """
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
 
 from tf_contrib_easgd.migrate import contrib_names as names
@@ -79,9 +80,19 @@ class _Uses(cst.CSTVisitor):
             self._add(node, "stop condition")
 
     def visit_Comparison(self, node):
-        code = cst.Module([]).code_for_node(node)
         ordering = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
-        if "global_step" in code and any(
+        if _reads_global_step(node) and any(
             isinstance(target.operator, ordering) for target in node.comparisons
         ):
             self._add(node, "stop condition")
+
+
+def _reads_global_step(node):
+    """Whether `node` names a global step: a name or attribute that starts `global_step`
+    (`global_step`, `self.global_step_value`), not one that only contains it
+    (`max_global_steps`, a limit)."""
+    identifiers = m.findall(node, m.Name() | m.Attribute())
+    return any(
+        (n.value if isinstance(n, cst.Name) else n.attr.value).startswith("global_step")
+        for n in identifiers
+    )

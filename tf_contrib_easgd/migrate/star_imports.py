@@ -41,13 +41,7 @@ class StarImport:
 
 def top_level_star_imports(module):
     """The modules of the top-level `from M import *` statements of `module`, in order."""
-    found = []
-    for statement in module.body:
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
-                    found.append((from_module(small), len(small.relative)))
-    return found
+    return [star for statement in module.body for star in _stars_in(statement)]
 
 
 def exported_bindings(module, star_bindings):
@@ -155,7 +149,8 @@ def bind(module, stars):
 
     Args:
         module: a `libcst.Module`.
-        stars: its `StarImport`s, in `top_level_star_imports` order.
+        stars: `StarImport`s of its star imports, in `top_level_star_imports` order; a star
+            import none of them names (a local copy of contrib's module) is left alone.
 
     Returns:
         (the module, `Finding`s with lines of the returned module's text: one per star import
@@ -172,12 +167,16 @@ def bind(module, stars):
         wanted.append([found[name] for name in sorted(free) if name in found])
         free -= set(found)
     config = module.config_for_parsing
-    body, queue = [], list(zip(stars, wanted, strict=True))
-    outside_lines = []
+    pending = {}  # M -> [(its StarImport, the import statements it adds)], in order.
+    for star, texts in zip(stars, wanted, strict=True):
+        pending.setdefault(star.module, []).append((star, texts))
+    body, outside_lines = [], []
     for statement in module.body:
         body.append(statement)
         for module_name, _ in _stars_in(statement):
-            star, texts = queue.pop(0)
+            if not pending.get(module_name):
+                continue  # Not among `stars`: a local copy of contrib's module, say.
+            star, texts = pending[module_name].pop(0)
             if star.bindings is None:
                 outside_lines.append((len(body), module_name))
             if not texts:
