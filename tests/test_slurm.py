@@ -223,9 +223,9 @@ def slurm_cluster(tmp_path_factory):
 def _one_slurm_at_a_time():
     """Holds this machine's lock of test Slurms while one runs.
 
-    Two test runs at once (CI runs its pytest pass beside its Bazel pass) would each start a
-    Slurm whose first job's tasks take the same ports (the port base follows the job id),
-    and each would count the other's `slurmstepd` as a stray of its own.
+    Two test runs at once (a developer's beside CI's, say) would each start a Slurm whose
+    first job's tasks take the same ports (the port base follows the job id), and each
+    would count the other's `slurmstepd` as a stray of its own.
     """
     with open(LOCK_PATH, "a") as lock:
         deadline = time.monotonic() + LOCK_SECS
