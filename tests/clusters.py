@@ -76,6 +76,20 @@ class InProcessCluster:
         )
 
 
+def cluster_and_worker_tasks(num_ps, num_workers):
+    """A new `InProcessCluster`, and the `tf_contrib_easgd.ClusterTask` of each worker (for
+    the eager worker and the Keras callback, which take a task, not a session)."""
+    from tf_contrib_easgd import cluster_from_hosts  # noqa: PLC0415 (the library, lazily)
+
+    cluster = InProcessCluster(num_ps=num_ps, num_workers=num_workers)
+    spec = cluster.spec.as_dict()
+    tasks = [
+        cluster_from_hosts("worker", index, spec["ps"], spec["worker"])
+        for index in range(num_workers)
+    ]
+    return cluster, tasks
+
+
 @contextlib.contextmanager
 def worker_scope(cluster_spec, index, getter, container_name):
     """Device, container and variable scopes of worker `index`, as a TF1 script sets them."""

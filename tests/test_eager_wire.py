@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tensorflow as tf
-from clusters import InProcessCluster
+from clusters import cluster_and_worker_tasks
 
 from tf_contrib_easgd import ElasticAverageWorker, cluster_from_hosts
 from tf_contrib_easgd.keras import ElasticAverageCallback
@@ -58,17 +58,6 @@ def test_wire_dtypes_accepted(make, value, expected):
 
 
 # --- Exchanges worked out by hand ---------------------------------------------------------
-
-
-def _cluster(num_ps, num_workers):
-    """In-process servers, and the `ClusterTask` of each worker."""
-    cluster = InProcessCluster(num_ps=num_ps, num_workers=num_workers)
-    spec = cluster.spec.as_dict()
-    tasks = [
-        cluster_from_hosts("worker", index, spec["ps"], spec["worker"])
-        for index in range(num_workers)
-    ]
-    return cluster, tasks
 
 
 def _worker(cluster, task, variables, **kwargs):
@@ -126,7 +115,7 @@ FLOAT16_ROWS = [
     ids=["bfloat16", "float16"],
 )
 def test_exchanges_worked_by_hand(wire_dtype, expected):
-    cluster, (task,) = _cluster(num_ps=1, num_workers=1)
+    cluster, (task,) = cluster_and_worker_tasks(num_ps=1, num_workers=1)
     w = tf.Variable(1.0)
     observed = []
     with _worker(cluster, task, [w], wire_dtype=wire_dtype) as worker:
@@ -152,7 +141,7 @@ def test_overlapped_exchanges_worked_by_hand():
     #   1.12548828125.
     # end() lands the last d, w = 1.188232421875, and copies the centre (the same). The
     # worker's global_step is the one its last landed exchange returned: one behind.
-    cluster, (task,) = _cluster(num_ps=1, num_workers=1)
+    cluster, (task,) = cluster_and_worker_tasks(num_ps=1, num_workers=1)
     w = tf.Variable(1.0)
     observed = []
     with _worker(cluster, task, [w], wire_dtype="bfloat16", overlap=True) as worker:
@@ -200,7 +189,7 @@ class _Recorder(tf.keras.callbacks.Callback):
 def test_the_callback_makes_the_same_exchanges():
     # The bfloat16 rows above, with model.fit: the weights after each batch, then the
     # centre the model holds after fit.
-    cluster, (task,) = _cluster(num_ps=1, num_workers=1)
+    cluster, (task,) = cluster_and_worker_tasks(num_ps=1, num_workers=1)
     model, recorder = _keras_model(bias=False), _Recorder()
     easgd = ElasticAverageCallback(
         task, 1, 0.5, server=cluster.servers["worker", 0], timeout_secs=30, wire_dtype="bfloat16"
@@ -222,7 +211,7 @@ def test_the_callback_overlapped_over_two_parameter_servers():
     # 0.5. Step 3: b = 2.5, lands: 2; s = 2 - 0.5, e = 1 - 0.5: d = 0.5, centre 1.5.
     # The end of fit lands the last d (b = 1.5) and copies the centre: w 1.188232421875,
     # b 1.5.
-    cluster, (task,) = _cluster(num_ps=2, num_workers=1)
+    cluster, (task,) = cluster_and_worker_tasks(num_ps=2, num_workers=1)
     model, recorder = _keras_model(bias=True), _Recorder()
     easgd = ElasticAverageCallback(
         task, 1, 0.5, server=cluster.servers["worker", 0], timeout_secs=30, overlap=True,
@@ -293,7 +282,7 @@ def test_many_exchanges_match_numpy_to_the_bit(wire_dtype, overlap):
     start = [
         rng.normal(size=shape).astype(dtype) for shape, dtype in zip(shapes, dtypes, strict=True)
     ]
-    cluster, tasks = _cluster(num_ps=2, num_workers=2)
+    cluster, tasks = cluster_and_worker_tasks(num_ps=2, num_workers=2)
     workers, variables = [], []
     for task in tasks:
         variables.append([tf.Variable(value) for value in start])
@@ -379,7 +368,7 @@ def _bytes_between_tasks(run_metadata):
 def test_an_exchange_sends_half_the_bytes(wire_dtype, expected):
     # The bytes each task received from another in one exchange, as the runtime traced
     # them (one run of the exchange the worker's step makes, with FULL_TRACE).
-    cluster, (task,) = _cluster(num_ps=2, num_workers=1)
+    cluster, (task,) = cluster_and_worker_tasks(num_ps=2, num_workers=1)
     variables = [tf.Variable(tf.ones([1000])), tf.Variable(tf.ones([1000])),
                  tf.Variable(tf.ones([100], tf.float16))]  # fmt: skip
     with _worker(cluster, task, variables, wire_dtype=wire_dtype) as worker:

@@ -12,7 +12,7 @@ import threading
 import numpy as np
 import pytest
 import tensorflow as tf
-from clusters import InProcessCluster
+from clusters import cluster_and_worker_tasks
 
 from tf_contrib_easgd import ElasticAverageWorker, cluster_from_hosts
 from tf_contrib_easgd.eager.centre_link import CentreLink
@@ -115,17 +115,6 @@ def test_graph_mode_is_refused():
 # --- One exchange, worked out by hand -------------------------------------------------------
 
 
-def _cluster(num_ps, num_workers):
-    """In-process servers, and the `ClusterTask` of each worker."""
-    cluster = InProcessCluster(num_ps=num_ps, num_workers=num_workers)
-    spec = cluster.spec.as_dict()
-    tasks = [
-        cluster_from_hosts("worker", index, spec["ps"], spec["worker"])
-        for index in range(num_workers)
-    ]
-    return cluster, tasks
-
-
 class Linear(tf.Module):
     """p = x . kernel + bias, made at once (tf.Module lists variables by attribute name:
     bias, then kernel)."""
@@ -150,7 +139,7 @@ def test_one_exchange_in_a_tf_function_loop(tmp_path):
     #         worker k = 0.36, b = -0.14; centre k = 0.36, b = -0.14; global_step 1
     # step 3: p = 0.58, grad 1.16: k = 0.244, b = -0.256; the centre stays.
     # end(): the worker copies the centre, k = 0.36, b = -0.14.
-    cluster, (task,) = _cluster(num_ps=1, num_workers=1)
+    cluster, (task,) = cluster_and_worker_tasks(num_ps=1, num_workers=1)
     model = Linear(0.5, 0.0)
 
     @tf.function
@@ -247,7 +236,7 @@ def test_an_exchange_calls_every_parameter_server_at_once(num_ps, tmp_path):
     # to v_i + 2, and the exchange at tau 1, alpha 0.5 moves both by d = 0.5 * 2 = 1: the
     # worker to v_i + 1, the centre to v_i + 1. It can only complete if every ps's part
     # ran while the others' did (the barrier above).
-    cluster, (task,) = _cluster(num_ps=num_ps, num_workers=1)
+    cluster, (task,) = cluster_and_worker_tasks(num_ps=num_ps, num_workers=1)
     variables = [tf.Variable(tf.fill([4], float(i))) for i in range(num_ps)]
     worker = _BarrierWorker(
         task, variables, 1, 0.5, tmp_path, server=cluster.servers["worker", 0], timeout_secs=30
@@ -325,7 +314,7 @@ def test_an_exchange_in_flight_never_lands_after_close_or_a_new_start():
     #   it, copies the centre: w = 2. w = 3; the step lands nothing, sends 3: d = 0.5,
     #   centre 2.5; w = 3.
     # end() lands that d: w = 2.5, and copies the centre, 2.5. One exchange landed.
-    cluster, (task,) = _cluster(num_ps=1, num_workers=1)
+    cluster, (task,) = cluster_and_worker_tasks(num_ps=1, num_workers=1)
     w = tf.Variable(1.0)
     worker = ElasticAverageWorker(
         task, [w], 1, 0.5, server=cluster.servers["worker", 0], overlap=True,
@@ -401,7 +390,7 @@ class _StoppedAtFinishWorker(ElasticAverageWorker):
 def _two_workers(other_class=ElasticAverageWorker):
     """A chief and worker 1 (of `other_class`) of a new cluster, tau 1, alpha 0.5, with a
     variable each: the chief's w0 = 1 (the centre it sets up), worker 1's w1 = 5."""
-    cluster, tasks = _cluster(num_ps=1, num_workers=2)
+    cluster, tasks = cluster_and_worker_tasks(num_ps=1, num_workers=2)
     w0, w1 = tf.Variable(1.0), tf.Variable(5.0)
     chief, other = (
         make(task, [w], 1, 0.5, server=cluster.servers["worker", task.task_index],

@@ -14,7 +14,7 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
-from clusters import InProcessCluster
+from clusters import cluster_and_worker_tasks
 from processes import run_python_script
 
 from tf_contrib_easgd import cluster_from_hosts
@@ -92,17 +92,6 @@ def test_graph_mode_is_refused():
 # --- One exchange, worked out by hand -------------------------------------------------------
 
 
-def _cluster(num_ps, num_workers):
-    """In-process servers, and the `ClusterTask` of each worker."""
-    cluster = InProcessCluster(num_ps=num_ps, num_workers=num_workers)
-    spec = cluster.spec.as_dict()
-    tasks = [
-        cluster_from_hosts("worker", index, spec["ps"], spec["worker"])
-        for index in range(num_workers)
-    ]
-    return cluster, tasks
-
-
 def _linear_model(kernel, bias, learning_rate, named=True):
     """One Dense unit on 2 inputs, SGD, mse; `named=False` leaves the layer's and the
     model's names to Keras, which numbers them per process."""
@@ -152,7 +141,7 @@ def test_one_exchange_moves_worker_and_centre_by_the_same_d(tmp_path):
     #         b = 0 - 0.14 = -0.14; global_step 1
     # step 3: p = 0.58, grad 1.16: k = 0.244, b = -0.256; the centre stays.
     # Rows: (k1, k2, b, centre k1, centre k2, centre b, global_step) after each batch.
-    cluster, (task,) = _cluster(num_ps=2, num_workers=1)
+    cluster, (task,) = cluster_and_worker_tasks(num_ps=2, num_workers=1)
     model = _linear_model(0.5, 0.0, learning_rate=0.1)
     easgd = ElasticAverageCallback(
         task, 2, 0.5, model_dir=tmp_path, server=cluster.servers["worker", 0], timeout_secs=30
@@ -232,7 +221,7 @@ def test_an_overlapped_exchange_lands_one_period_later():
     #         centre k = 0.3376, b = -0.1624
     # step 5: p = 0.4456, k = 0.22608, b = -0.27392; the end of fit lands the last d and
     #         gives the model the centre: k = 0.3376, b = -0.1624, global_step 2.
-    cluster, (task,) = _cluster(num_ps=1, num_workers=1)
+    cluster, (task,) = cluster_and_worker_tasks(num_ps=1, num_workers=1)
     model = _linear_model(0.5, 0.0, learning_rate=0.1)
     easgd = ElasticAverageCallback(
         task, 2, 0.5, server=cluster.servers["worker", 0], timeout_secs=30, overlap=True
@@ -261,7 +250,7 @@ def test_a_restarted_parameter_server_gets_the_centre_back_from_the_checkpoint(t
     # First job: 4 batches at tau 2 (as above, two exchanges), the chief checkpoints. Then
     # a new cluster (a parameter server that came back empty) with the same model_dir: the
     # chief restores that centre, and a worker starts from it, not from its own weights.
-    cluster, (task,) = _cluster(num_ps=1, num_workers=1)
+    cluster, (task,) = cluster_and_worker_tasks(num_ps=1, num_workers=1)
     x, y = np.ones((4, 2), np.float32), np.zeros((4, 1), np.float32)
     first = ElasticAverageCallback(
         task, 2, 0.5, tmp_path, server=cluster.servers["worker", 0], timeout_secs=30
@@ -269,7 +258,7 @@ def test_a_restarted_parameter_server_gets_the_centre_back_from_the_checkpoint(t
     model = _linear_model(0.5, 0.0, learning_rate=0.1)
     model.fit(x, y, batch_size=1, shuffle=False, verbose=0, callbacks=[first])
     centre = model.get_weights()
-    cluster, (task,) = _cluster(num_ps=1, num_workers=1)
+    cluster, (task,) = cluster_and_worker_tasks(num_ps=1, num_workers=1)
     again = ElasticAverageCallback(
         task, 2, 0.5, tmp_path, server=cluster.servers["worker", 0], timeout_secs=30
     )
@@ -286,7 +275,7 @@ def test_a_worker_whose_keras_named_its_layers_otherwise_still_finds_the_centre(
     # worker 1 then builds its model after one more (Keras calls its layer dense_N+2, not
     # the chief's dense_N) and starts from the centre the chief left: lr 0, so its weights
     # are the centre's, [0.5, 0.5] and 0, not its own 3.0s.
-    cluster, tasks = _cluster(num_ps=1, num_workers=2)
+    cluster, tasks = cluster_and_worker_tasks(num_ps=1, num_workers=2)
     x, y = np.ones((2, 2), np.float32), np.zeros((2, 1), np.float32)
     chief_model = _linear_model(0.5, 0.0, 0.0, named=False)
     chief = ElasticAverageCallback(
@@ -308,7 +297,7 @@ def test_a_worker_whose_keras_named_its_layers_otherwise_still_finds_the_centre(
 
 @pytest.mark.cluster
 def test_a_worker_without_its_chief_gives_up_after_the_timeout():
-    cluster, (_, task) = _cluster(num_ps=1, num_workers=2)
+    cluster, (_, task) = cluster_and_worker_tasks(num_ps=1, num_workers=2)
     model = _linear_model(0.0, 0.0, 0.1)
     easgd = ElasticAverageCallback(task, timeout_secs=1.0, server=cluster.servers["worker", 1])
     with pytest.raises(TimeoutError, match="did not initialise the centre within 1 s"):
