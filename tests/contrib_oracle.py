@@ -34,6 +34,7 @@ moving_rate * |x - centre|, 1e-3 to 1e-1 here). Integer variables (`local_step`,
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -74,6 +75,15 @@ class OracleError(RuntimeError):
     """A process of the oracle run failed or timed out."""
 
 
+#: The package processes of this pytest session that died by a signal and ran again. A
+#: native crash (SIGSEGV, or an abort on a corrupt `std::string`) was seen in 2 of ~50 runs
+#: of `package-tf1` on TensorFlow 2.21 (the TF1 world's exchanges by `RemoteCall`, every
+#: server in one process), never in `package-tf2`; its cause is not found yet
+#: (docs/RELIABILITY.md, "Known problems"). The rerun keeps CI from failing on it; the
+#: report of `test_largest_difference` names every rerun, so it is never silent.
+RERUNS = []
+
+
 def _environment(package):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_NUM_INTEROP_THREADS="16")
     env.pop("TF_CONFIG", None)
@@ -84,14 +94,13 @@ def _environment(package):
     return env
 
 
-def _run(python, arguments, out, package):
-    """Runs contrib_scenarios.py with `python` into folder `out`; raises OracleError."""
+def _run_once(command, out, log, package):
+    """Runs `command` in folder `out`, its output into `log`; returns its exit code, negative
+    for a signal, or a string for a timeout."""
     out.mkdir(parents=True, exist_ok=True)
-    command = [str(python), str(SCENARIO_PROGRAM), f"--out={out}", *arguments]
-    log = out.parent / f"{out.name}.log"
     with open(log, "wb") as output:
         try:
-            code = subprocess.run(
+            return subprocess.run(
                 command,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -101,7 +110,24 @@ def _run(python, arguments, out, package):
                 check=False,
             ).returncode
         except subprocess.TimeoutExpired:
-            code = f"a timeout after {PROCESS_TIMEOUT_SECS} s"
+            return f"a timeout after {PROCESS_TIMEOUT_SECS} s"
+
+
+def _run(python, arguments, out, package):
+    """Runs contrib_scenarios.py with `python` into folder `out`; raises OracleError.
+
+    A package process that dies by a signal runs once more from scratch (see `RERUNS`); a
+    second death, a non-zero exit or a timeout fails the run.
+    """
+    command = [str(python), str(SCENARIO_PROGRAM), f"--out={out}", *arguments]
+    log = out.parent / f"{out.name}.log"
+    code = _run_once(command, out, log, package)
+    if package and isinstance(code, int) and code < 0:
+        kept = log.with_name(f"{out.name}.signal{-code}.log")
+        log.rename(kept)
+        shutil.rmtree(out)
+        RERUNS.append(f"{out.name} died by signal {-code} and ran again (its log: {kept})")
+        code = _run_once(command, out, log, package)
     if code != 0:
         tail = log.read_text(errors="replace")[-4000:]
         raise OracleError(f"{' '.join(command)} ended with {code}:\n{tail}")

@@ -218,4 +218,6 @@ def test_largest_difference(oracle, capsys):
             f"({len(CHECKPOINT_KINDS)} checkpoint kinds both ways, {len(WORLDS)} worlds); "
             f"largest difference {largest:.3g} ({where}); tolerance {ATOL:g}"
         )
+        for rerun in contrib_oracle.RERUNS:
+            print(f"contrib oracle: {rerun}")
     assert largest <= ATOL
