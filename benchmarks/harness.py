@@ -18,10 +18,9 @@ import threading
 import time
 import uuid
 
-from benchmarks import report
+from benchmarks import network, report
 from benchmarks.protocol import REPLY_PREFIX
 from tf_contrib_easgd.job import freed_memory
-from tf_contrib_easgd.trainer import network
 from tf_contrib_easgd.trainer.launcher import make_die_with_parent
 
 START_TIMEOUT_SECS = 120.0  # Importing TensorFlow alone takes ~15 s on a loaded 2-core box.

@@ -20,10 +20,11 @@ import pytest
 import tensorflow as tf
 from processes import process_alive
 
+from benchmarks import network
 from soak import checks, digest, measure, report, runner, stacks
 from soak import schedule as schedule_module
 from soak.schedule import CUT, FREEZE, KILL_CHIEF, KILL_PS, KILL_WORKER, Fault
-from tf_contrib_easgd.trainer import export, network, stall
+from tf_contrib_easgd.trainer import export, stall
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
