@@ -12,15 +12,15 @@ import importlib.util
 import sys
 
 #: The modules `easgd-train` needs from the `train` extra (a lean install has none of them).
-EXTRA_MODULES = ("sklearn", "portpicker", "tqdm")
+EXTRA_MODULES = ("sklearn", "portpicker", "tqdm", "psutil")
 
 
 def main(argv=None):
     """`easgd-train`: says in one line which install is missing, else runs `cli.main`."""
     if any(importlib.util.find_spec(module) is None for module in EXTRA_MODULES):
         sys.exit(
-            "easgd-train: needs this package's train extra (scikit-learn, portpicker, tqdm): "
-            "pip install 'tf_contrib_easgd[train]'"
+            "easgd-train: needs this package's train extra (scikit-learn, portpicker, tqdm, "
+            "psutil): pip install 'tf_contrib_easgd[train]'"
         )
     from tf_contrib_easgd.trainer.cli import main as cli_main  # noqa: PLC0415
 
