@@ -43,11 +43,18 @@ setuptools.setup(
     # The library alone needs only the above; each console script names its extra when a
     # package of it is missing (tests/test_lean_install.py).
     extras_require={
-        # easgd-train: the embedded 8x8 digits dataset, free loopback ports in local mode.
-        "train": ["scikit-learn>=1.2", "portpicker>=1.6"],
+        # easgd-train: the embedded 8x8 digits dataset, free loopback ports in local mode,
+        # local mode's progress bar, a process's start time.
+        "train": ["scikit-learn>=1.2", "portpicker>=1.6", "tqdm>=4.60", "psutil>=5.9"],
         # easgd-migrate: rewrites TF1 scripts keeping formatting and comments.
         "migrate": ["libcst>=1.1"],
-        "test": ["pytest>=8", "pytest-timeout>=2.2", "portpicker>=1.6", "ruff==0.17.6"],
+        "test": [
+            "pytest>=8",
+            "pytest-timeout>=2.2",
+            "portpicker>=1.6",
+            "psutil>=5.9",
+            "ruff==0.17.6",
+        ],
         # `tensorboard --logdir MODEL_DIR` (docs/TRAINING.md): TensorFlow up to 2.20 installs
         # the matching tensorboard release; TensorFlow 2.21 no longer does (constraints pin it).
         "tensorboard": ["tensorboard>=2.15,<2.22"],

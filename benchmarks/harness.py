@@ -11,17 +11,18 @@ import json
 import os
 import pathlib
 import queue
-import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
 
-from benchmarks import report
+import portpicker
+import psutil
+
+from benchmarks import network, report
 from benchmarks.protocol import REPLY_PREFIX
 from tf_contrib_easgd.job import freed_memory
-from tf_contrib_easgd.trainer import network
 from tf_contrib_easgd.trainer.launcher import make_die_with_parent
 
 START_TIMEOUT_SECS = 120.0  # Importing TensorFlow alone takes ~15 s on a loaded 2-core box.
@@ -335,9 +336,9 @@ class ScaleCluster(_Cluster):
         for processes, cpus in ((self.ps.values(), PS_CPUS), (self.hosts, WORKER_CPUS)):
             mask = {int(cpu) for cpu in cpus.split(",")} if pinned and cpus else every
             for process in processes:
-                for tid in os.listdir(f"/proc/{process.pid}/task"):
+                for thread in psutil.Process(process.pid).threads():
                     with contextlib.suppress(OSError):  # A thread that has just ended.
-                        os.sched_setaffinity(int(tid), mask)
+                        os.sched_setaffinity(thread.id, mask)
 
     def call(self, host, command, **arguments):
         return call_all([self.hosts[host]], command, **arguments)[0]
@@ -365,25 +366,21 @@ class ScaleCluster(_Cluster):
 
 
 def process_stat(pid):
-    """(CPU seconds, user and system, and minor page faults) of process `pid`."""
+    """(CPU seconds, user and system, and minor page faults) of process `pid`: read from
+    /proc, as psutil gives no page faults."""
     fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[7])
 
 
 def rss_bytes(pid):
     """Resident set size of process `pid`."""
-    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
+    return psutil.Process(pid).memory_info().rss
 
 
 def cpu_busy_secs():
     """Busy seconds of each CPU so far, whoever used it (all but idle and iowait)."""
-    lines = [line.split() for line in pathlib.Path("/proc/stat").read_text().splitlines()]
-    busy = [sum(int(t) for i, t in enumerate(ticks[:8]) if i not in (3, 4))
-            for name, *ticks in lines if name.startswith("cpu") and name != "cpu"]  # fmt: skip
-    return [t / os.sysconf("SC_CLK_TCK") for t in busy]
+    return [sum(cpu) - cpu.idle - cpu.iowait - cpu.guest - cpu.guest_nice
+            for cpu in psutil.cpu_times(percpu=True)]  # fmt: skip
 
 
 def open_fds(pid):
@@ -396,12 +393,8 @@ def open_fds(pid):
 
 
 def free_ports(count):
-    """`count` distinct TCP ports that were free a moment ago (the kernel's choice)."""
-    with contextlib.ExitStack() as stack:
-        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for sock in sockets:
-            sock.bind(("localhost", 0))
-        return [sock.getsockname()[1] for sock in sockets]
+    """`count` distinct free TCP ports (portpicker's)."""
+    return [portpicker.pick_unused_port() for _ in range(count)]
 
 
 def wall_time_in(seconds):

@@ -15,8 +15,7 @@ import tempfile
 
 from absl import app, flags
 
-from benchmarks import contrib, exchange, keras_fit, loopback, protocol, report, shaped
-from tf_contrib_easgd.trainer import network
+from benchmarks import contrib, exchange, keras_fit, loopback, network, protocol, report, shaped
 
 SECTIONS = ("throughput", "bytes", "accuracy", "keras", "exchange", "overhead", "shaped",
             "pinned", "contrib")  # fmt: skip

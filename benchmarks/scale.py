@@ -21,7 +21,7 @@ import time
 
 from absl import app
 
-from benchmarks import cost_model, protocol, report, scale_report
+from benchmarks import cost_model, network, protocol, report, scale_report
 from benchmarks.harness import (
     PS_CPUS,
     WORKER_CPUS,
@@ -32,7 +32,6 @@ from benchmarks.harness import (
     wall_time_in,
 )
 from benchmarks.scale_report import percentiles
-from tf_contrib_easgd.trainer import network
 
 report.define_flags("scale", "docs/SCALING.md")
 MODEL = "mlp-2.9M"

@@ -13,11 +13,10 @@ import statistics
 
 import numpy as np
 
-from benchmarks import cost_model, pinned, protocol, report
+from benchmarks import cost_model, network, pinned, protocol, report
 from benchmarks.harness import BenchCluster, throughput, time_to_accuracy
+from benchmarks.network import rate_bits_per_sec
 from benchmarks.report import median_of, num, per_round_ratio, table
-from tf_contrib_easgd.trainer import network
-from tf_contrib_easgd.trainer.network import rate_bits_per_sec
 
 #: easgd-1 moves what async SGD moves (0.89x async at 1 Gbit/s): section 1 measures it on
 #: loopback. At 100 Mbit/s sync and easgd-4 make a third and 1.7 steps a second: they say

@@ -21,9 +21,9 @@ import tempfile
 
 from absl import app, flags
 
+from benchmarks import network
 from soak import measure, report, runner
 from soak import schedule as schedule_module
-from tf_contrib_easgd.trainer import network
 
 #: Local steps per second of one worker of the soak's job between faults on the 2-core
 #: machine of docs/RELIABILITY.md (3 workers and the ps sharing both cores): --steps is

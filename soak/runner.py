@@ -1,6 +1,6 @@
 """The soak itself: a job of easgd-train tasks in network namespaces, and its faults.
 
-`run(config)` wires one host per task (`trainer.network.HostNetwork`: a namespace each, on
+`run(config)` wires one host per task (`benchmarks.network.HostNetwork`: a namespace each, on
 a bridge), starts the ps (1 or 2) and the workers there in task mode under a `LocalCluster`,
 injects the schedule's faults one at a time (SIGKILL and restart, SIGSTOP and SIGCONT, the
 host's switch port down and up), waits after each until every worker reports progress
@@ -15,9 +15,10 @@ import signal
 import sys
 import time
 
+from benchmarks import network
 from soak import checks, digest, measure, stacks
 from soak import schedule as schedule_module
-from tf_contrib_easgd.trainer import launcher, network, process, progress
+from tf_contrib_easgd.trainer import launcher, process, progress
 
 PORT = 2222
 #: Once every worker is within this fraction of its steps, no more faults: the job's end

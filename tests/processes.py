@@ -7,6 +7,7 @@ import sys
 import time
 
 import portpicker
+import psutil
 
 from tf_contrib_easgd.trainer import cluster, launcher
 
@@ -14,9 +15,8 @@ from tf_contrib_easgd.trainer import cluster, launcher
 def process_alive(pid):
     """Whether process `pid` exists and is not a zombie."""
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as file:
-            return file.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
 
 

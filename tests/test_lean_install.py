@@ -1,6 +1,6 @@
 """A lean install: the library needs TensorFlow, absl-py, numpy and protobuf, nothing more.
 
-easgd-train's packages (scikit-learn, portpicker) come with the `train` extra and
+easgd-train's packages (scikit-learn, portpicker, tqdm, psutil) come with the `train` extra and
 easgd-migrate's (libcst) with `migrate`. The wheel's metadata is read from a wheel built
 from this checkout; the modules an EASGD graph loads, and the console scripts without
 their extra, are checked in fresh interpreters.
@@ -21,7 +21,7 @@ TOOL_TIMEOUT_SECS = 180
 #: What the library alone may require, by distribution name.
 CORE = {"tensorflow", "protobuf", "absl-py", "numpy"}
 #: Top-level modules of the extras' packages (scipy comes with scikit-learn).
-EXTRA_MODULES = ("sklearn", "scipy", "libcst", "portpicker")
+EXTRA_MODULES = ("sklearn", "scipy", "libcst", "portpicker", "tqdm", "psutil")
 
 
 def _requirements(metadata):
@@ -57,7 +57,7 @@ def test_the_wheel_requires_the_core_and_puts_each_programs_packages_in_its_extr
         (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
         requirements = _requirements(archive.read(name).decode())
     assert requirements[None] == CORE
-    assert requirements["train"] == {"scikit-learn", "portpicker"}
+    assert requirements["train"] == {"scikit-learn", "portpicker", "tqdm", "psutil"}
     assert requirements["migrate"] == {"libcst"}
 
 
@@ -121,6 +121,8 @@ main()
     [
         ("trainer", "easgd-train", "sklearn", "train"),
         ("trainer", "easgd-train", "portpicker", "train"),
+        ("trainer", "easgd-train", "tqdm", "train"),
+        ("trainer", "easgd-train", "psutil", "train"),
         ("migrate", "easgd-migrate", "libcst", "migrate"),
     ],
 )
@@ -138,6 +140,6 @@ def test_a_console_script_without_its_extra_says_what_to_install_in_one_line(
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
         f"{command}: needs this package's {extra} extra "
-        f"({'libcst' if extra == 'migrate' else 'scikit-learn, portpicker'}): "
+        f"({'libcst' if extra == 'migrate' else 'scikit-learn, portpicker, tqdm, psutil'}): "
         f"pip install 'tf_contrib_easgd[{extra}]'"
     ]

@@ -22,8 +22,8 @@ import pytest
 import tensorflow as tf
 from processes import child_env
 
+from benchmarks import network as network_module
 from tf_contrib_easgd.trainer import launcher, progress, stall
-from tf_contrib_easgd.trainer import network as network_module
 
 STEPS = 1500
 PERIOD = 10

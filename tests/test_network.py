@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tf_contrib_easgd.trainer import network
+from benchmarks import network
 
 
 @pytest.mark.parametrize(

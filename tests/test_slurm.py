@@ -23,6 +23,7 @@ import time
 import uuid
 
 import portpicker
+import psutil
 import pytest
 from processes import child_env, process_alive, wait_for_exit
 
@@ -166,7 +167,7 @@ PartitionName=test Nodes={self.node} Default=YES MaxTime=60 State=UP
 
     def stray_processes(self):
         """Processes left: any whose command line names this directory, any new slurmstepd."""
-        mine = [pid for pid in _pids() if str(self.directory) in _cmdline(pid)]
+        mine = _pids_with(lambda command_line: str(self.directory) in command_line)
         stepds = set(_pids_named("slurmstepd")) - self._stepds_before
         return [pid for pid in [*mine, *stepds] if process_alive(pid)]
 
@@ -176,20 +177,17 @@ def _node_name():
     return socket.gethostname().split(".")[0]
 
 
-def _pids():
-    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-
-
-def _cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as file:
-            return file.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
+def _pids_with(test):
+    """The pids of the processes whose command line (joined by spaces) passes `test`."""
+    return [
+        process.pid
+        for process in psutil.process_iter(["cmdline"])
+        if test(" ".join(process.info["cmdline"] or ()))
+    ]
 
 
 def _pids_named(name):
-    return [pid for pid in _pids() if _cmdline(pid).startswith(name)]
+    return _pids_with(lambda command_line: command_line.startswith(name))
 
 
 @pytest.fixture(scope="module")

@@ -16,14 +16,16 @@ import sys
 import time
 
 import numpy as np
+import psutil
 import pytest
 import tensorflow as tf
 from processes import process_alive
 
+from benchmarks import network
 from soak import checks, digest, measure, report, runner, stacks
 from soak import schedule as schedule_module
 from soak.schedule import CUT, FREEZE, KILL_CHIEF, KILL_PS, KILL_WORKER, Fault
-from tf_contrib_easgd.trainer import export, network, stall
+from tf_contrib_easgd.trainer import export, stall
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -665,17 +667,11 @@ E2E_DEADLINE_SECS = 200  # The whole soak, start-up (4 TensorFlow imports) to th
 
 def _processes_mentioning(text):
     """The pids of processes whose command line contains `text`."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as file:
-                if text.encode() in file.read() and process_alive(int(entry)):
-                    pids.append(int(entry))
-        except OSError:
-            continue
-    return pids
+    return [
+        process.pid
+        for process in psutil.process_iter(["cmdline"])
+        if text in " ".join(process.info["cmdline"] or ()) and process_alive(process.pid)
+    ]
 
 
 @pytest.mark.e2e

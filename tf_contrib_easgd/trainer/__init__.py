@@ -2,9 +2,9 @@
 
 `cli` defines the flags and `config` turns them (or TF_CONFIG) into a `TrainConfig`; local
 mode (`local`) runs every task as a child process (`launcher`). A task (`task`) is a
-parameter server or a worker (`worker`), which trains a `models` model on `data` in the
-graph of `graph`, writes and evaluates the centre (`export`, file names in `files`) and
-reports through `progress`. It uses the library's public names only. docs/TRAINING.md
+parameter server or a worker (`worker`), which trains a `models` model (TF1 or Keras) on
+`data` in the graph of `graph`, writes and evaluates the centre (`export`, file names in
+`files`) and reports through `progress`. It uses the library's public names only. docs/TRAINING.md
 documents the command; docs/DESIGN.md ("The trainer's task lifecycle") the design.
 """
 
@@ -12,15 +12,15 @@ import importlib.util
 import sys
 
 #: The modules `easgd-train` needs from the `train` extra (a lean install has none of them).
-EXTRA_MODULES = ("sklearn", "portpicker")
+EXTRA_MODULES = ("sklearn", "portpicker", "tqdm", "psutil")
 
 
 def main(argv=None):
     """`easgd-train`: says in one line which install is missing, else runs `cli.main`."""
     if any(importlib.util.find_spec(module) is None for module in EXTRA_MODULES):
         sys.exit(
-            "easgd-train: needs this package's train extra (scikit-learn, portpicker): "
-            "pip install 'tf_contrib_easgd[train]'"
+            "easgd-train: needs this package's train extra (scikit-learn, portpicker, tqdm, "
+            "psutil): pip install 'tf_contrib_easgd[train]'"
         )
     from tf_contrib_easgd.trainer.cli import main as cli_main  # noqa: PLC0415
 

@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_contrib_easgd import ElasticAverageCallback
-from tf_contrib_easgd.trainer import data, export, keras_models
+from tf_contrib_easgd.trainer import data, export, models
 
 
 def run_worker(task, config, reporter, started_at):
@@ -37,10 +37,10 @@ def run_worker(task, config, reporter, started_at):
     dataset = data.load(config.dataset)
     images, labels = dataset.shard(task.task_index, task.num_workers)
     tf.keras.utils.set_random_seed(config.seed)
-    model = keras_models.build_model(
+    model = models.build_keras_model(
         config.model, dataset.image_shape, dataset.num_classes, config.seed
     )
-    keras_models.compile_model(model, config.optimizer, config.learning_rate)
+    models.compile_keras_model(model, config.optimizer, config.learning_rate)
     easgd = ElasticAverageCallback(
         task,
         config.communication_period,
@@ -145,13 +145,13 @@ class _Progress(tf.keras.callbacks.Callback):
         if self._evaluator is None:
             self._evaluator = tf.keras.models.clone_model(self.model)
         self._evaluator.set_weights(self._easgd.centre_weights())
-        return keras_models.evaluate(self._evaluator, self._dataset.x_test, self._dataset.y_test)
+        return models.evaluate_keras(self._evaluator, self._dataset.x_test, self._dataset.y_test)
 
 
 def _job_summary(task, config, dataset, easgd, progress, started_at):
     """Evaluates the saved centre as a plain Keras model and writes `summary.json`."""
     export_path = os.path.join(config.model_dir, "centre.keras")
-    evaluation = keras_models.evaluate(
+    evaluation = models.evaluate_keras(
         tf.keras.models.load_model(export_path), dataset.x_test, dataset.y_test
     )
     finished = easgd.finished

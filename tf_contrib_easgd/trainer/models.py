@@ -1,15 +1,18 @@
-"""The classifiers of easgd-train, and their evaluation (of the centre, or of a saved model).
+"""The classifiers of easgd-train, in TF1 and in Keras, and their evaluation.
 
-The models make every variable with `tf.compat.v1.get_variable`, so that under an
+The TF1 models make every variable with `tf.compat.v1.get_variable`, so that under an
 `ElasticAverageCustomGetter` each one gets its worker copy and centres, and built without
 the getter the same code makes a plain model with the same variable names: the names
-`swapping_saver` writes the centre under.
+`swapping_saver` writes the centre under. `--api=keras` builds the same models in Keras
+(`build_keras_model`), under the same names.
 """
 
 import math
 
 import numpy as np
 import tensorflow as tf
+
+from tf_contrib_easgd.trainer.config import OPTIMIZERS
 
 #: The model names `build_model` accepts.
 MODELS = ("mlp", "cnn")
@@ -197,3 +200,102 @@ def evaluate_checkpoint(checkpoint_path, model, images, labels, num_classes, bat
     with tf.compat.v1.Session(graph=graph) as session:
         saver.restore(session, checkpoint_path)
         return evaluate(session.run, sums, x, y, images, labels, batch_size)
+
+
+# The same models in Keras, for `--api=keras`.
+
+#: The momentum of the Keras `momentum` and `nesterov` optimizers (as `graph.MOMENTUM`).
+KERAS_MOMENTUM = 0.9
+
+
+def build_keras_model(name, image_shape, num_classes, seed):
+    """Returns the Keras model `name` (`--api=keras`), built but not compiled.
+
+    The same layers and initializers as `mlp` and `cnn`, its weights named as theirs
+    (`mlp/hidden_0/kernel`), so that the centre's checkpoints of both APIs hold the same
+    names.
+
+    Args:
+        name: `"mlp"` or `"cnn"`.
+        image_shape: `(height, width, channels)`.
+        num_classes: number of classes, at least 2.
+        seed: seed of the initializers.
+
+    Raises:
+        ValueError: if `name` is not one of `MODELS`.
+    """
+    keras = tf.keras
+    seeds = iter(range(seed * 100, seed * 100 + 100))
+
+    def dense(units, layer_name, activation, initializer):
+        return keras.layers.Dense(
+            units,
+            activation=activation,
+            name=layer_name,
+            kernel_initializer=initializer(seed=next(seeds)),
+            bias_initializer="zeros",
+        )
+
+    layers = [keras.Input(image_shape)]
+    if name == "mlp":
+        layers.append(keras.layers.Flatten())
+        for i, units in enumerate(MLP_HIDDEN_UNITS):
+            layers.append(dense(units, f"hidden_{i}", "relu", keras.initializers.HeNormal))
+    elif name == "cnn":
+        for i, channels in enumerate(CNN_CHANNELS):
+            layers.append(
+                keras.layers.Conv2D(
+                    channels,
+                    3,
+                    padding="same",
+                    activation="relu",
+                    name=f"conv_{i}",
+                    kernel_initializer=keras.initializers.HeNormal(seed=next(seeds)),
+                )
+            )
+            layers.append(keras.layers.MaxPooling2D(2, padding="same"))
+        layers.append(keras.layers.Flatten())
+        layers.append(dense(CNN_DENSE_UNITS, "dense", "relu", keras.initializers.HeNormal))
+    else:
+        raise ValueError(f"name must be one of {list(MODELS)}, got {name!r}.")
+    layers.append(dense(num_classes, "logits", None, keras.initializers.GlorotUniform))
+    return keras.Sequential(layers, name=name)
+
+
+def make_keras_optimizer(name, learning_rate):
+    """Returns the Keras optimizer of `--optimizer` `name` (momentum 0.9 where it has one).
+
+    Raises:
+        ValueError: if `name` is not one of `OPTIMIZERS`.
+    """
+    optimizers = tf.keras.optimizers
+    if name == "sgd":
+        return optimizers.SGD(learning_rate)
+    if name in ("momentum", "nesterov"):
+        return optimizers.SGD(learning_rate, momentum=KERAS_MOMENTUM, nesterov=name == "nesterov")
+    if name == "adam":
+        return optimizers.Adam(learning_rate)
+    if name == "adagrad":
+        return optimizers.Adagrad(learning_rate)
+    if name == "rmsprop":
+        return optimizers.RMSprop(learning_rate)
+    raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {name!r}.")
+
+
+def compile_keras_model(model, optimizer, learning_rate):
+    """Compiles `model` for training on integer labels with its logits."""
+    model.compile(
+        optimizer=make_keras_optimizer(optimizer, learning_rate),
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
+
+
+def evaluate_keras(model, images, labels):
+    """Returns `{"accuracy", "loss"}` of the Keras model `model` on `images` and `labels`."""
+    logits = model.predict(images, batch_size=EVAL_BATCH, verbose=0)
+    loss = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    return {
+        "accuracy": float((logits.argmax(axis=1) == labels).mean()),
+        "loss": float(tf.reduce_mean(loss)),
+    }

@@ -1,8 +1,8 @@
 """This easgd-train process: when its run started, a new run of it in its place, SIGTERM.
 
 A worker that gives up a step stalled on a partition re-executes its own command line
-(`restart_this_process`, passed to `stall.StallWatch`): same pid, so the start time that
-/proc gives stays the first run's. The new run learns its own start from the environment
+(`restart_this_process`, passed to `stall.StallWatch`): same pid, so the start time the
+kernel gives (psutil) stays the first run's. The new run learns its own start from the environment
 (`RESTARTED_AT_ENV`), so that its timings, such as a session's start-up time, count from
 it. `sigterm_as_keyboard_interrupt` lets a launcher clean up on SIGTERM as on Ctrl-C.
 No TensorFlow here.
@@ -16,6 +16,8 @@ import sys
 import threading
 import time
 
+import psutil
+
 #: `time.monotonic()` at a re-execution, set by `restart_this_process` for the new run
 #: (Linux's monotonic clock is the same for every process and survives `execve`).
 RESTARTED_AT_ENV = "EASGD_TRAIN_RESTARTED_AT"
@@ -25,8 +27,8 @@ def started_at():
     """Returns the `time.monotonic()` value at which this run of the process started.
 
     After `restart_this_process`, the time of the re-execution (read once: the variable is
-    taken out of the environment). Otherwise on Linux the process's start from /proc, so
-    that wall times include interpreter start-up and the TensorFlow import; elsewhere the
+    taken out of the environment). Otherwise the process's start as psutil reads it, so
+    that wall times include interpreter start-up and the TensorFlow import; if unknown, the
     time of the call.
     """
     restarted_at = os.environ.pop(RESTARTED_AT_ENV, None)
@@ -38,14 +40,8 @@ def started_at():
         if math.isfinite(value):
             return min(value, time.monotonic())
     try:
-        with open("/proc/self/stat", encoding="ascii") as file:
-            # Field 22 is the start time in clock ticks after boot; the fields after the
-            # parenthesised command name start with field 3.
-            start_ticks = int(file.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime", encoding="ascii") as file:
-            uptime = float(file.read().split()[0])
-        age = uptime - start_ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
+        age = time.time() - psutil.Process().create_time()
+    except psutil.Error:
         age = 0.0
     return time.monotonic() - max(age, 0.0)
 

@@ -4,13 +4,15 @@ A task reports what it does as events: `started`, `waiting`, `progress`, `centre
 `done`, `summary` (the chief's final result), `serving` and `stopped` (a parameter
 server). Run by hand, a task prints each event as a line of text. Run by the local
 launcher (`--progress_format=json`), it prints one JSON object per line after the marker
-`EVENT_PREFIX`; the launcher parses them and shows a progress bar, or the same lines of
+`EVENT_PREFIX`; the launcher parses them and shows a progress bar (tqdm), or the same lines of
 text when its output is not a terminal. TensorFlow is not needed here.
 """
 
 import json
 import sys
 import time
+
+import tqdm
 
 #: The marker in front of a JSON event line.
 EVENT_PREFIX = "@easgd-event "
@@ -136,7 +138,7 @@ _TEXT = {
 
 
 class Display:
-    """Shows the events of a local job: a redrawn progress bar on a terminal, else lines.
+    """Shows the events of a local job: a tqdm progress bar on a terminal, else lines.
 
     Args:
         num_workers: number of workers of the job.
@@ -146,51 +148,52 @@ class Display:
     """
 
     def __init__(self, num_workers, steps, stream, bar):
-        self._steps = steps
         self._stream = stream
-        self._bar = bar
         self._state = {f"worker {i}": {"step": 0} for i in range(num_workers)}
         self._exchanges = 0
-        self._drawn = False
+        self._bar = None
+        if bar:
+            self._bar = tqdm.tqdm(
+                total=steps * num_workers,
+                file=stream,
+                bar_format="[{bar:24}] {percentage:3.0f}% {desc}",
+                ascii=".#",
+                mininterval=0,
+                disable=False,
+            )
 
     def event(self, event):
         """Takes one event; the summary is left to the caller."""
-        kind = event.get("event")
+        kind, task = event.get("event"), event.get("task")
         if kind == "summary":
             return
-        if kind == "progress" and event.get("task") in self._state:
-            self._state[event["task"]] = event
+        if kind == "progress" and task in self._state:
+            self._state[task] = event
             self._exchanges = max(self._exchanges, event["exchanges"])
-            if self._bar:
+            if self._bar is not None:
                 self._draw()
                 return
-        if kind == "done" and event.get("task") in self._state:
-            self._state[event["task"]] = dict(self._state[event["task"]], step=event["steps"])
-        if self._bar and kind in ("started", "serving", "stopped", "waiting", "done", "recovering"):
-            return  # The bar says enough.
+        if kind == "done" and task in self._state:
+            self._state[task] = dict(self._state[task], step=event["steps"])
+        if self._bar is not None and kind in _SAID_BY_THE_BAR:
+            return
         self.message(format_event(event))
 
     def message(self, text):
         """Prints a line of text (above the bar, if one is drawn)."""
-        if self._drawn:
-            self._stream.write("\r\033[K")
-        self._stream.write(text + "\n")
-        if self._drawn:
-            self._draw()
+        if self._bar is not None:
+            self._bar.write(text, file=self._stream)
+        else:
+            self._stream.write(text + "\n")
         self._stream.flush()
 
     def close(self):
         """Ends the bar's line."""
-        if self._drawn:
-            self._stream.write("\n")
-            self._stream.flush()
-            self._drawn = False
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
     def _draw(self):
-        total = self._steps * len(self._state)
-        done = sum(state["step"] for state in self._state.values())
-        width = 24
-        filled = int(width * done / total) if total else width
         parts = []
         for name, state in self._state.items():
             short = name.replace("worker ", "w")
@@ -201,11 +204,9 @@ class Display:
                 )
             else:
                 parts.append(f"{short} {state['step']}")
-        line = (
-            f"[{'#' * filled}{'.' * (width - filled)}] {100 * done / max(total, 1):3.0f}% "
-            + " | ".join(parts)
-            + f" | exchanges {self._exchanges}"
-        )
-        self._stream.write("\r\033[K" + line)
-        self._stream.flush()
-        self._drawn = True
+        self._bar.n = sum(state["step"] for state in self._state.values())
+        self._bar.set_description_str(" | ".join([*parts, f"exchanges {self._exchanges}"]))
+
+
+#: The events a progress bar makes needless as lines.
+_SAID_BY_THE_BAR = ("started", "serving", "stopped", "waiting", "done", "recovering")
