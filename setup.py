@@ -51,6 +51,7 @@ setuptools.setup(
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.2",
+            "pytest-xdist>=3.5",
             "portpicker>=1.6",
             "psutil>=5.9",
             "ruff==0.17.6",
