@@ -199,14 +199,14 @@ class ElasticAverageCustomGetter:
         if partitions(worker)[0].name in self._by_name:
             return worker  # Reused: its centres exist already.
 
-        center_kwargs = dict(kwargs, trainable=False, reuse=tf.compat.v1.AUTO_REUSE)
-        center_kwargs.pop("regularizer", None)  # The penalty belongs to the worker copy only.
+        centre_kwargs = dict(kwargs, trainable=False, reuse=tf.compat.v1.AUTO_REUSE)
+        centre_kwargs.pop("regularizer", None)  # The penalty belongs to the worker copy only.
         global_center = getter(
-            f"{GLOBAL_VARIABLE_NAME}/{name}", **dict(center_kwargs, collections=[_GLOBAL])
+            f"{GLOBAL_VARIABLE_NAME}/{name}", **dict(centre_kwargs, collections=[_GLOBAL])
         )
         with tf.compat.v1.device(self._worker_device):
             local_center = getter(
-                f"{LOCAL_VARIABLE_NAME}/{name}", **dict(center_kwargs, collections=[_LOCAL])
+                f"{LOCAL_VARIABLE_NAME}/{name}", **dict(centre_kwargs, collections=[_LOCAL])
             )
         for parts in zip(
             partitions(worker), partitions(local_center), partitions(global_center), strict=True
@@ -255,7 +255,7 @@ class ElasticAverageCustomGetter:
 
     def global_centers_by_name(self):
         """Maps each original variable name to its global centre (a list for partitions)."""
-        return {name: partitions(center) for name, center in self._saveables.items()}
+        return {name: partitions(centre) for name, centre in self._saveables.items()}
 
     def elastic_distance(self, name="elastic_distance"):
         """Returns how far this worker is from the centre: a float scalar tensor.

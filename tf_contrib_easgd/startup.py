@@ -46,9 +46,9 @@ def build_init_op(getter, task_index, num_worker, synchronous, name, wire=None):
             for entry in centered:
                 if entry.global_center.name in referenced:
                     continue
-                center = tf.identity(entry.global_center.read_value())
-                assigns.append(tf.compat.v1.assign(entry.worker, center).op)
-                assigns.append(tf.compat.v1.assign(entry.local_center, center).op)
+                centre = tf.identity(entry.global_center.read_value())
+                assigns.append(tf.compat.v1.assign(entry.worker, centre).op)
+                assigns.append(tf.compat.v1.assign(entry.local_center, centre).op)
         return tf.group(*assigns)
 
 

@@ -28,8 +28,8 @@ def swapping_saver(getter, var_list=None, name="swapping_saver", **saver_kwargs)
         RuntimeError: if no variable was created through the getter yet.
         TypeError: if `var_list` is not a list, tuple or None.
     """
-    centers = getter.global_centers_by_name()
-    if not centers:
+    centres = getter.global_centers_by_name()
+    if not centres:
         raise RuntimeError(
             "swapping_saver() needs the EASGD variables: build the model under the "
             "ElasticAverageCustomGetter first."
@@ -40,14 +40,14 @@ def swapping_saver(getter, var_list=None, name="swapping_saver", **saver_kwargs)
         )
     elif not isinstance(var_list, list | tuple):
         raise TypeError(f"var_list must be a list, a tuple or None, got {var_list!r}.")
-    to_save = _checkpoint_entries(var_list, centers, _original_names(getter, centers))
+    to_save = _checkpoint_entries(var_list, centres, _original_names(getter, centres))
     return tf.compat.v1.train.Saver(var_list=to_save, name=name, **saver_kwargs)
 
 
-def _original_names(getter, centers):
+def _original_names(getter, centres):
     """Maps the name of each centre (partition) and worker copy to its original name."""
     original_name = {}
-    for name, parts in centers.items():
+    for name, parts in centres.items():
         for part in parts:
             original_name[part.name] = name
     for entry in getter.centered_variables():
@@ -55,13 +55,13 @@ def _original_names(getter, centers):
     return original_name
 
 
-def _checkpoint_entries(var_list, centers, original_name):
+def _checkpoint_entries(var_list, centres, original_name):
     """The Saver's `var_list` dict: checkpoint key -> variable, or list of slices."""
     to_save = {}
     for item in flatten_partitions(var_list):
         key = original_name.get(getattr(item, "name", None))
         if key is not None:
-            parts = centers[key]
+            parts = centres[key]
             to_save[key] = parts if len(parts) > 1 else parts[0]
         else:
             to_save.setdefault(_checkpoint_key(item), []).append(item)
