@@ -144,7 +144,7 @@ bench-scale: $(BENCH_STAMP)
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m benchmarks.scale --out=benchmarks/results \
 	  --report=docs/SCALING.md
 
-# `make bench-strategies` (~100 min on a quiet 2-core machine: ~150 training runs of ~40 s,
+# `make bench-strategies` (~2 h on a quiet 2-core machine: ~150 training runs of ~45 s,
 # most of it TensorFlow's start-up) sets EASGD beside TF 2's ParameterServerStrategy and
 # MultiWorkerMirroredStrategy with the same Keras model (benchmarks/strategies.py): it picks
 # each contender's learning rate on loopback, then measures loopback, 1 Gbit/s and 100 Mbit/s

@@ -41,7 +41,7 @@ SPE_GRID = (4, 16)
 NETWORKS, QUICK_NETWORKS = ("loopback", "1gbit", "100mbit"), ("loopback", "1gbit")
 MODELS, QUICK_MODELS = ("mlp", "cnn"), ("mlp",)
 #: Seconds of training a run, evaluation every EVAL_SECS (PSS: every epoch of EPOCH_STEPS).
-SECONDS, QUICK_SECONDS, EVAL_SECS, EPOCH_STEPS = 15.0, 6.0, 0.5, 48
+SECONDS, QUICK_SECONDS, EVAL_SECS, EPOCH_STEPS = 20.0, 6.0, 0.5, 48
 REPEATS = 3
 ERROR_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception): ")
 

@@ -225,7 +225,8 @@ own, as PSS's input pipeline gives no worker index); `pss-spe` the same with the
 `model.fit` on the global batch; `callback` is `ElasticAverageCallback` with its defaults
 (Keras 3), `callback-overlap-bf16` with `overlap=True, wire_dtype="bfloat16"`; `easgd-train`
 is `easgd-train --api=tf1` with its defaults in task mode. Each run trains {seconds:g} s from
-the moment its evaluating process begins (start-up not counted), {repeats} repeats
+the moment its evaluating process begins `fit` (easgd-train: its chief's session is ready):
+process start-up is not counted, the first step's tracing is, {repeats} repeats
 interleaved; medians. Learning rates from {grid}, each contender's picked on loopback by its
 own time to 97 %. Accuracy: of the model (PSS: every epoch; MWMS: worker 0 every
 {eval_secs:g} s) or of the centre (callback: every {eval_secs:g} s; easgd-train: every {every}
