@@ -87,14 +87,16 @@ def pick(tried):
 
 def summary(run):
     """A run's figures: examples/s per worker, bytes per example on the ps's and worker 0's
-    links (None on loopback without hosts), seconds to 97 % and the final accuracy."""
+    links (None on loopback without hosts), CPU ms of every process per 100 examples,
+    seconds to 97 % and the final accuracy."""
     examples, moved = run["examples"], run["bytes"]
 
     def per_example(name):
         return moved[name] / examples if name in moved and examples else None
 
-    curve = run["curve"]
+    curve, cpu = run["curve"], sum(run["cpu"].values())
     return {
+        "cpu_ms": cpu * 1e5 / examples if run["cpu"] and examples else None,
         "examples_per_sec": statistics.fmean(run["rates"]) * strategy_jobs.BATCH
         if run["rates"]
         else 0.0,

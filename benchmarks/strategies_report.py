@@ -14,8 +14,8 @@ TARGET = 0.97
 TF_STRATEGIES = ("pss", "pss-spe", "mwms")
 HEADER = (
     "-network | -contender | -settings | examples/s a worker | x best TF | "
-    "ps link B/example | worker link B/example | -s to 97% (each run) | median s | "
-    "x best TF | final accuracy | load"
+    "ps link B/example | worker link B/example | CPU ms / 100 examples | "
+    "-s to 97% (each run) | median s | x best TF | final accuracy | load"
 )
 EASGD = ("callback", "callback-overlap-bf16", "easgd-train")
 
@@ -26,13 +26,15 @@ def median_or_none(values):
 
 
 def cell_figures(runs):
-    """Medians of a cell's runs: {"examples_per_sec", "ps_bytes", "worker_bytes", "times",
+    """Medians of a cell's runs: {"examples_per_sec", "ps_bytes", "worker_bytes", "cpu_ms",
+    "times",
     "time" (median, a run short of 97 % infinitely slow), "final", "load"}."""
     times = [run["time"] for run in runs]
     return {
         "examples_per_sec": median_or_none([r["examples_per_sec"] for r in runs]),
         "ps_bytes": median_or_none([r["ps_bytes"] for r in runs]),
         "worker_bytes": median_or_none([r["worker_bytes"] for r in runs]),
+        "cpu_ms": median_or_none([r.get("cpu_ms") for r in runs]),
         "times": times,
         "time": median_time(times),
         "final": median_or_none([r["final"] for r in runs]),
@@ -81,6 +83,7 @@ def rows(results, model):
                     num(ratio(f["examples_per_sec"], rate), 2),
                     num(f["ps_bytes"], 0),
                     num(f["worker_bytes"], 0),
+                    num(f["cpu_ms"]),
                     each,
                     num(f["time"]),
                     num(ratio(f["time"], time), 2),
@@ -231,6 +234,7 @@ interleaved; medians. Learning rates from {grid}, each contender's picked on loo
 own time to 97 %. Accuracy: of the model (PSS: every epoch; MWMS: worker 0 every
 {eval_secs:g} s) or of the centre (callback: every {eval_secs:g} s; easgd-train: every {every}
 chief steps). Bytes: sent + received on the ps's and on worker 0's link over the whole job,
-start-up included, per example trained. "x best TF": against the best of PSS and MWMS on the
+start-up included, per example trained; CPU: of every process of the job from the start of
+training, per 100 examples. "x best TF": against the best of PSS and MWMS on the
 same network. "loopback": each task a host of its own on unlimited links; load: the
 1-minute load average before each run."""

@@ -107,10 +107,11 @@ def events(text):
 
 
 def easgd_train_result(outputs):
-    """{"curve", "rates", "examples"} of easgd-train's tasks from their outputs ({name:
-    text}): the chief's centre evaluations timed from its "started" event, each worker's
-    steps/s from its start to its last progress report, and the examples of those steps."""
-    curve, rates, steps = [], [], 0
+    """{"curve", "rates", "examples", "t0"} of easgd-train's tasks from their outputs
+    ({name: text}): the chief's centre evaluations timed from its "started" event (at wall
+    time t0), each worker's steps/s from its start to its last progress report, and the
+    examples of those steps."""
+    curve, rates, steps, t0 = [], [], 0, None
     for name in sorted(n for n in outputs if n.startswith("worker")):
         seen = events(outputs[name])
         started = next((e["time"] for e in seen if e["event"] == "started"), None)
@@ -121,9 +122,25 @@ def easgd_train_result(outputs):
         steps += last["step"]
         rates.append(last["step"] / max(last["time"] - started, 1e-9))
         if name == "worker0":
+            t0 = started
             curve = [(e["time"] - started, e["accuracy"], e["step"])
                      for e in seen if e["event"] == "centre"]  # fmt: skip
-    return {"curve": curve, "rates": rates, "examples": steps * BATCH}
+    return {"curve": curve, "rates": rates, "examples": steps * BATCH, "t0": t0}
+
+
+def training_cpu(samples, start):
+    """{name: CPU seconds from `start` (wall time) to its last sample} of `samples`
+    ([(wall time, {name: CPU seconds so far})], in order): from its first sample at or
+    after `start`; {} without `start`."""
+    if start is None:
+        return {}
+    first, last = {}, {}
+    for wall, cpu in samples:
+        for name, secs in cpu.items():
+            if wall >= start:
+                first.setdefault(name, secs)
+            last[name] = secs
+    return {name: last[name] - secs for name, secs in first.items()}
 
 
 def strategy_result(kind, answers):
@@ -144,6 +161,7 @@ class Job:
         self.kind, self.options, self.log_dir = kind, dict(options), pathlib.Path(log_dir)
         self.names = processes(kind)
         self.hosts, self.rate, self.network, self.children = hosts, rate, None, {}
+        self.samples = []  # Of `_sample_cpu`, every half second of `run`.
 
     def __enter__(self):
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -189,7 +207,8 @@ class Job:
 
     def run(self, deadline_secs):
         """Waits for the trainers' end (easgd-train: its chief's first evaluation past the
-        run's seconds); returns {"curve", "rates", "bytes", "cpu", ...}.
+        run's seconds); returns {"curve", "rates", "examples", "bytes" (each link's over the
+        job), "cpu" (each process's from the start of training), ...}.
 
         Raises:
             RuntimeError: if a trainer exits without an answer, or none comes by then.
@@ -197,6 +216,7 @@ class Job:
         before, deadline = self.link_bytes(), time.monotonic() + deadline_secs
         ends, answers = trainers(self.kind), []
         while True:
+            self._sample_cpu()
             if self.kind == "easgd-train":
                 result = easgd_train_result({n: self.output(n) for n, _, _ in self.names})
                 past = [p for p in result["curve"] if p[0] >= self.options["seconds"]]
@@ -218,14 +238,19 @@ class Job:
                                    f"{self.log_dir}")  # fmt: skip
             time.sleep(0.5)
         after = self.link_bytes()
-        # A trainer's CPU from its answer (it has exited), the others' from /proc.
-        cpu = {f"{a['role']}{a['index'] if a['role'] == 'worker' else ''}": a["cpu_secs"]
-               for a in answers}  # fmt: skip
-        for name, (child, _, _) in self.children.items():
-            with contextlib.suppress(OSError):  # An exited process has no /proc entry.
-                cpu.setdefault(name, process_stat(child.pid)[0])
         moved = {name: after[name] - before[name] for name in after}
+        start = min((a["t0"] for a in answers), default=result.get("t0"))
+        cpu = training_cpu(self.samples, start)
         return dict(result, bytes=moved, cpu=cpu, answers=answers, spec=self.spec)
+
+    def _sample_cpu(self):
+        """Appends (wall time, {name: CPU seconds so far}) of the processes still running."""
+        cpu = {}
+        for name, (child, _, _) in self.children.items():
+            with contextlib.suppress(OSError):  # Exited meanwhile.
+                if child.poll() is None:
+                    cpu[name] = process_stat(child.pid)[0]
+        self.samples.append((time.time(), cpu))
 
     def __exit__(self, *exc_info):
         for child, out, err in self.children.values():

@@ -96,7 +96,7 @@ def test_easgd_train_events_give_the_centre_curve_rates_and_examples():
     assert result["curve"] == [pytest.approx((0.8, 0.95, 200)), pytest.approx((1.5, 0.975, 400))]
     # worker 0: 400 steps in 101 - 100 = 1 s; worker 1: 500 steps in 102.5 - 100.5 = 2 s.
     assert result["rates"] == [pytest.approx(400.0), pytest.approx(250.0)]
-    assert result["examples"] == (400 + 500) * 32
+    assert result["examples"] == (400 + 500) * 32 and result["t0"] == 100.0
     assert report.first_time_at(result["curve"], 0.97) == pytest.approx(1.5)
 
 
@@ -119,14 +119,24 @@ def test_pss_shares_its_coordinators_steps_among_the_workers():
 
 def test_a_runs_summary_per_example_and_per_worker():
     run = {"examples": 10_000, "rates": [100.0, 300.0], "curve": [(1.0, 0.9, 10), (2.0, 0.98, 20)],
-           "bytes": {"ps0": 2_500_000, "worker0": 1_000_000}}  # fmt: skip
+           "bytes": {"ps0": 2_500_000, "worker0": 1_000_000},
+           "cpu": {"ps0": 1.0, "worker0": 2.0, "worker1": 2.0}}  # fmt: skip
     figures = strategies.summary(run)
     # (100 + 300) / 2 = 200 steps/s a worker x 32 = 6400 examples/s; 2.5 MB / 10,000
-    # examples = 250 B; 1 MB / 10,000 = 100 B; 0.98 >= 0.97 first at 2 s.
+    # examples = 250 B; 1 MB / 10,000 = 100 B; 5 CPU s / 10,000 examples = 0.5 ms an
+    # example, 50 ms per 100; 0.98 >= 0.97 first at 2 s.
     assert figures == {"examples_per_sec": 6400.0, "ps_bytes": 250.0, "worker_bytes": 100.0,
-                       "time": 2.0, "final": 0.98}  # fmt: skip
+                       "cpu_ms": pytest.approx(50.0), "time": 2.0, "final": 0.98}  # fmt: skip
     mwms = strategies.summary(dict(run, bytes={"worker0": 500_000}, curve=[(1.0, 0.5, 1)]))
     assert (mwms["ps_bytes"], mwms["worker_bytes"], mwms["time"]) == (None, 50.0, None)
+
+
+def test_training_cpu_counts_from_the_first_sample_at_the_start():
+    samples = [(9.5, {"ps0": 4.0, "worker0": 6.0}), (10.0, {"ps0": 4.5, "worker0": 6.5}),
+               (10.5, {"ps0": 5.0, "worker0": 7.5}), (11.0, {"ps0": 5.75})]  # fmt: skip
+    # From 10.0 on: ps0 5.75 - 4.5 = 1.25 s; worker0 (gone after 10.5) 7.5 - 6.5 = 1.0 s.
+    assert strategy_jobs.training_cpu(samples, 10.0) == {"ps0": 1.25, "worker0": 1.0}
+    assert strategy_jobs.training_cpu(samples, None) == {}
 
 
 def test_the_pick_is_the_least_median_time_never_reached_counting_as_slowest():
@@ -179,7 +189,7 @@ def test_the_last_error_line_of_a_traceback():
 
 def _run(rate, time, final, ps=None, load=1.0):
     return {"examples_per_sec": rate, "ps_bytes": ps, "worker_bytes": 100.0, "time": time,
-            "final": final, "load": load}  # fmt: skip
+            "final": final, "load": load, "cpu_ms": 40.0}  # fmt: skip
 
 
 def _results():
@@ -200,11 +210,12 @@ def test_rows_give_medians_and_ratios_against_the_best_tf_strategy():
     # Medians: pss 850 examples/s, (6 + 4) / 2 = 5.0 s; mwms 1050, [5.0, None] -> None
     # (a run short of 97 % is infinitely slow). The best TF: 1050 examples/s, 5.0 s.
     assert rows["pss"][3:5] == ["850", "0.81"]  # 850 / 1050.
-    assert rows["pss"][7:10] == ["6.0, 4.0", "5.0", "1.00"]
-    assert rows["mwms"][7:10] == ["5.0, -", "-", "-"]
+    assert rows["pss"][7] == "40.0"
+    assert rows["pss"][8:11] == ["6.0, 4.0", "5.0", "1.00"]
+    assert rows["mwms"][8:11] == ["5.0, -", "-", "-"]
     # callback: 6500 / 1050 = 6.19; (2.0 + 1.5) / 2 = 1.75 -> 1.75 / 5.0 = 0.35.
     assert rows["callback"][3:5] == ["6500", "6.19"]
-    assert rows["callback"][5] == "260" and rows["callback"][9] == "0.35"
+    assert rows["callback"][5] == "260" and rows["callback"][10] == "0.35"
 
 
 def test_targets_judge_easgd_against_the_best_strategy_and_its_noise():
