@@ -185,6 +185,10 @@ def block(results):
         *processes_text(results),
         "",
     ]
+    failed = results.get("failed_runs", [])
+    if failed:
+        names = "; ".join(f"{label} ({error[:120]})" for label, error in failed)
+        out += [f"Runs that failed once and were run again: {names}.", ""]
     if results.get("hosts_skip_reason"):
         out += [f"Shaped links skipped: {results['hosts_skip_reason']}.", ""]
     rows_of_targets = [(t, m, status[f]) for t, m, f in targets(results)]
