@@ -149,6 +149,18 @@ bench-scale: $(BENCH_STAMP)
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m benchmarks.scale --out=benchmarks/results \
 	  --report=docs/SCALING.md
 
+# `make bench-strategies` (~2 h on a quiet 2-core machine: ~150 training runs of ~45 s,
+# most of it TensorFlow's start-up) sets EASGD beside TF 2's ParameterServerStrategy and
+# MultiWorkerMirroredStrategy with the same Keras model (benchmarks/strategies.py): it picks
+# each contender's learning rate on loopback, then measures loopback, 1 Gbit/s and 100 Mbit/s
+# links (these need root, `ip netns` and `tc`; without them loopback alone), and rewrites
+# benchmarks/results/strategies.* and its generated block of BENCHMARKS.md, which `make bench`
+# keeps. `python -m benchmarks.strategies --quick` is its smoke run (~4 min quiet).
+.PHONY: bench-strategies
+bench-strategies: $(BENCH_STAMP)
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m benchmarks.strategies --out=benchmarks/results \
+	  --report=BENCHMARKS.md
+
 # The chaos soak (soak/, docs/RELIABILITY.md "Chaos soak"); never part of `make test`. About
 # 11 min: 1 ps + 3 workers of easgd-train, each in a network namespace of its own, under a
 # seeded schedule of 20 faults (kills and restarts, SIGSTOP/SIGCONT, cut links); it prints

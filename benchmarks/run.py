@@ -7,7 +7,8 @@
     python -m benchmarks.run --rerender      # BENCHMARKS.md from OUT/results.json
 
 Sections: loopback.py (throughput, bytes, accuracy, overhead), keras_fit.py, exchange.py,
-shaped.py (shaped, pinned), contrib.py. Everything a section starts it stops, on error too.
+shaped.py (shaped, pinned), contrib.py; the block of strategies.py (`make bench-strategies`)
+is kept. Everything a section starts it stops, on error too.
 """
 
 import pathlib
@@ -15,7 +16,17 @@ import tempfile
 
 from absl import app, flags
 
-from benchmarks import contrib, exchange, keras_fit, loopback, network, protocol, report, shaped
+from benchmarks import (
+    contrib,
+    exchange,
+    keras_fit,
+    loopback,
+    network,
+    protocol,
+    report,
+    shaped,
+    strategies_report,
+)
 
 SECTIONS = ("throughput", "bytes", "accuracy", "keras", "exchange", "overhead", "shaped",
             "pinned", "contrib")  # fmt: skip
@@ -86,7 +97,9 @@ def write(results, out, report_path):
     else:
         paths = {**loopback.plot(results, out), **shaped.plot(results, out)}
     plots = {name: report.relative(path, report_path.parent) for name, path in paths.items()}
-    report_path.write_text(render(results, plots))
+    # `make bench-strategies` writes a block of its own into the report: kept as it was.
+    kept = strategies_report.kept_block(report_path)
+    report_path.write_text(render(results, plots) + (f"\n{kept}" if kept else ""))
 
 
 def main(argv):
