@@ -13,13 +13,13 @@ import libcst as cst
 import libcst.helpers
 import libcst.matchers as m
 from libcst.metadata import (
-    MetadataWrapper,
     PositionProvider,
     QualifiedNameProvider,
     QualifiedNameSource,
 )
 
 from tf_contrib_easgd.migrate import contrib_names as names
+from tf_contrib_easgd.migrate import versions
 from tf_contrib_easgd.migrate.contrib_names import PACKAGE, Finding
 from tf_contrib_easgd.migrate.import_aware import ImportAwareTransformer
 
@@ -129,7 +129,7 @@ class Scan:
     @classmethod
     def of(cls, module):
         """Scans a `libcst.Module`."""
-        wrapper = MetadataWrapper(module)
+        wrapper = versions.wrapper(module)
         collector = _ScanCollector(wrapper.module)
         wrapper.visit(collector)
         return collector.scan
@@ -213,6 +213,13 @@ class LegacyApiRewriter(ImportAwareTransformer):
 
     def _names(self, node):
         return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
+
+    def triggers(self):
+        """What a module's text must contain for this rewriter to change or note anything
+        (any text when it takes names from a local copy of contrib's module)."""
+        if self._scan.copies:
+            return ("",)
+        return ("layers", "summary", "Variable")
 
     def _moves(self, summary_name):
         """Whether `tf.summary.<summary_name>` becomes `tf.compat.v1.summary.<...>` here."""
