@@ -12,10 +12,8 @@ docs/DESIGN.md, "The migration tool", says why this gives the same output.
 """
 
 import collections
-import contextlib
 import threading
 
-import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 # Versions kept: those of the module being migrated (one pass reads the version the
@@ -112,42 +110,3 @@ def transform(module, transformer):
     if result.deep_equals(wrapped.module):
         return wrapped.module
     return result
-
-
-def visit_together(module, visitors):
-    """Runs read-only `visitors` (`CSTVisitor`s) over one walk of `module`'s wrapped tree.
-
-    Each visitor gets the metadata it declares, as with `MetadataWrapper.visit`; the walk
-    calls them in order at each node. Their `on_visit` must not skip children.
-    """
-    wrapped = wrapper(module)
-    with contextlib.ExitStack() as stack:
-        for visitor in visitors:
-            stack.enter_context(visitor.resolve(wrapped))
-        wrapped.module.visit(_Together(visitors))
-
-
-class _Together(cst.CSTVisitor):
-    """Calls several visitors at each node of one walk."""
-
-    def __init__(self, visitors):
-        super().__init__()
-        self._visitors = visitors
-
-    def on_visit(self, node):
-        for visitor in self._visitors:
-            if not visitor.on_visit(node):
-                raise ValueError(f"{type(visitor).__name__} skips children: visit it alone")
-        return True
-
-    def on_leave(self, original_node):
-        for visitor in self._visitors:
-            visitor.on_leave(original_node)
-
-    def on_visit_attribute(self, node, attribute):
-        for visitor in self._visitors:
-            visitor.on_visit_attribute(node, attribute)
-
-    def on_leave_attribute(self, original_node, attribute):
-        for visitor in self._visitors:
-            visitor.on_leave_attribute(original_node, attribute)
