@@ -1,10 +1,13 @@
 """Helpers of the tests that migrate TF1 scripts and run them as real ps/worker jobs.
 
 A user's path, step by step: copy the unconverted script, run TensorFlow's `tf_upgrade_v2`
-and then `easgd-migrate` as the console scripts of the venv, then start one OS process per
-task on free loopback ports, as the scripts' own docstrings tell a user to.
+and then `easgd-migrate` as the console script of the venv, then start one OS process per
+task on free loopback ports, as the scripts' own docstrings tell a user to. `tf_upgrade_v2`
+runs in the test's process, as its console script's code does with its default options: a
+child would import TensorFlow again (10-15 s) for a converter that needs none of it.
 """
 
+import functools
 import json
 import os
 import pathlib
@@ -24,15 +27,22 @@ BIN = pathlib.Path(sys.executable).parent  # The venv's console scripts live bes
 TOOL_TIMEOUT_S = 120
 
 
+# Source text -> tf_upgrade_v2's converter's output: it depends on the text alone, and
+# several tests of a process convert the same example.
+_UPGRADED = {}
+
+
 def upgrade_v2_source(source, tmp_path):
     """Runs tf_upgrade_v2's converter on `source` in this process; returns the new text."""
-    from tensorflow.tools.compatibility import ast_edits, tf_upgrade_v2  # noqa: PLC0415
+    if source not in _UPGRADED:
+        from tensorflow.tools.compatibility import ast_edits, tf_upgrade_v2  # noqa: PLC0415
 
-    before, after = tmp_path / "before.py", tmp_path / "after.py"
-    before.write_text(source)
-    upgrader = ast_edits.ASTCodeUpgrader(tf_upgrade_v2.TFAPIChangeSpec())
-    upgrader.process_file(str(before), str(after))
-    return after.read_text()
+        before, after = tmp_path / "before.py", tmp_path / "after.py"
+        before.write_text(source)
+        upgrader = ast_edits.ASTCodeUpgrader(tf_upgrade_v2.TFAPIChangeSpec())
+        upgrader.process_file(str(before), str(after))
+        _UPGRADED[source] = after.read_text()
+    return _UPGRADED[source]
 
 
 def migrate_source(source):
@@ -40,11 +50,17 @@ def migrate_source(source):
 
     Asserts that nothing was left unconverted.
     """
-    from tf_contrib_easgd.migrate import codemod  # noqa: PLC0415
-
-    migration = codemod.migrate_source(source)
+    migration = _migration(source)
     assert not [f for f in migration.findings if f.unconverted]
     return migration.code
+
+
+@functools.cache
+def _migration(source):
+    """easgd-migrate's `Migration` of `source`, once per text (it depends on nothing else)."""
+    from tf_contrib_easgd.migrate import codemod  # noqa: PLC0415
+
+    return codemod.migrate_source(source)
 
 
 #: The legacy trainer's data split: the first 1500 digits train, the other 297 test.
@@ -92,15 +108,37 @@ def run_tool(args, cwd, expect_status=0):
     return done
 
 
+def _console_upgrader():
+    """tf_upgrade_v2's converter as its console script makes it without options."""
+    from tensorflow.tools.compatibility import ast_edits, tf_upgrade_v2  # noqa: PLC0415
+
+    spec = tf_upgrade_v2.TFAPIChangeSpec(import_rename=False, upgrade_compat_v1_import=True)
+    return ast_edits.ASTCodeUpgrader(spec)
+
+
 def upgrade_v2(path):
-    """Runs `tf_upgrade_v2` on the file `path` in place; returns its report's text."""
-    done = run_tool(
-        [str(BIN / "tf_upgrade_v2"), "--infile", path.name, "--outfile", path.name], path.parent
-    )
-    # tf_upgrade_v2 exits 0 even when it could not parse the file (it then writes nothing).
-    assert "Failed to parse" not in done.stdout + done.stderr, done.stdout[-2000:]
+    """Converts the file `path` in place as `tf_upgrade_v2 --infile P --outfile P` does.
+
+    Returns:
+        The converter's report.
+    """
+    _, report, errors = _console_upgrader().process_file(str(path), str(path))
+    # The console script exits 0 even when it could not parse the file (it then writes
+    # nothing); its errors also list every tf.contrib use, which easgd-migrate converts.
+    assert not _parse_failures(errors), errors
     assert path.read_text().strip(), f"tf_upgrade_v2 emptied {path}"
-    return done.stdout
+    return report
+
+
+def _parse_failures(errors):
+    return [error for error in errors if "Failed to parse" in error]
+
+
+def upgrade_v2_tree(intree, outtree):
+    """Converts the folder `intree` into `outtree` as `tf_upgrade_v2 --intree --outtree`
+    does (other files copied too); asserts that every file was parsed."""
+    _, _, errors = _console_upgrader().process_tree(str(intree), str(outtree), True)
+    assert not [f for f, found in errors.items() if _parse_failures(found)], errors
 
 
 def migrate(paths, cwd, expect_status=0):

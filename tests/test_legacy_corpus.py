@@ -1,10 +1,11 @@
 """examples/legacy_tf1's other TF1 scripts migrate with the two tools alone and train.
 
 Each script is kept in its unconverted 2018 form. A test copies it (with the files it
-imports), runs `tf_upgrade_v2` and then `easgd-migrate` as a user does, checks the tool's
-report and that a second run changes nothing, and then runs the result as a real job: one
-parameter server and two workers, separate OS processes on free loopback ports, to a test
-accuracy. What each script covers is in its docstring; in short:
+imports), converts it with `tf_upgrade_v2` (its console script's converter, in the test's
+process, which has TensorFlow loaded already) and then the `easgd-migrate` console script as
+a user does, checks the tool's report and that a second run changes nothing, and then runs
+the result as a real job: one parameter server and two workers, separate OS processes on
+free loopback ports, to a test accuracy. What each script covers is in its docstring; in short:
 
 * cnn_trainer.py: `tf.layers` CNN (Keras 2 through tf-keras on TF >= 2.16), `tf.losses`,
   `tf.data` with a one-shot iterator, a `tf.Variable` global step, `StopAtStepHook`,
@@ -257,9 +258,7 @@ def test_a_slim_project_tree_migrates_in_one_command_each_and_trains(tmp_path, l
     pytest.importorskip("tf_slim", reason="tf-slim comes with the legacy-keras extra")
     start = time.monotonic()
     shutil.copytree(legacy_jobs.LEGACY_DIR / "slim_project", tmp_path / "original")
-    upgrade = [str(legacy_jobs.BIN / "tf_upgrade_v2"), "--intree", "original", "--outtree", "tf2"]
-    upgraded = legacy_jobs.run_tool(upgrade, tmp_path)
-    assert "Failed to parse" not in upgraded.stdout + upgraded.stderr, upgraded.stdout[-2000:]
+    legacy_jobs.upgrade_v2_tree(tmp_path / "original", tmp_path / "tf2")
     report = legacy_jobs.migrate(["tf2"], tmp_path)
     print(f"converted after {time.monotonic() - start:.0f} s:\n{report}")
     assert report.rstrip().endswith(

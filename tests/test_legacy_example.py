@@ -1,8 +1,9 @@
 """examples/legacy_tf1: a 2018 TF1 EASGD trainer runs on TF 2 after two tools, no hand edits.
 
 The order documented in docs/MIGRATING.md is `tf_upgrade_v2` first, then `easgd-migrate`;
-the other order gives the same text (tested below). The end-to-end test runs both tools as
-the console scripts a user has, on a copy, and then the result as a real job: one ps and two
+the other order gives the same text (tested below). The end-to-end test converts a copy with
+`tf_upgrade_v2`'s converter (in the test's process, as its console script runs it) and the
+`easgd-migrate` console script, and then runs the result as a real job: one ps and two
 workers, separate OS processes on free loopback ports.
 """
 

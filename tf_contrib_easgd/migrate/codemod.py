@@ -10,7 +10,7 @@ of the migrated text. The rewrites, in order, and why: docs/DESIGN.md, "The migr
 import dataclasses
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, QualifiedNameProvider
+from libcst.metadata import QualifiedNameProvider
 
 from tf_contrib_easgd.migrate import contrib_names as names
 from tf_contrib_easgd.migrate import (
@@ -26,6 +26,7 @@ from tf_contrib_easgd.migrate import (
     slim_apis,
     star_imports,
     tf1_apis,
+    versions,
 )
 from tf_contrib_easgd.migrate.contrib_names import PACKAGE, RENAMES, Finding
 from tf_contrib_easgd.migrate.import_aware import ImportAwareTransformer
@@ -68,7 +69,8 @@ def migrate_source(source, keep_tf_session=False, context=None):
         raise TypeError(f"source must be a str, got {type(source).__name__}: {source!r:.80}")
     context = context or project.EMPTY
     module = cst.parse_module(source)
-    scan = tf1_apis.Scan.of(module)
+    versions.wrapper(module, copy=False)  # Straight from the parser: no copy needed.
+    parsed, scan = module, tf1_apis.Scan.of(module)
     if scan.copy_class_line:
         return Migration(code=source, findings=(Finding(scan.copy_class_line, _COPY_NOTE),))
     stars = context.stars or tuple(
@@ -77,20 +79,23 @@ def migrate_source(source, keep_tf_session=False, context=None):
         if name not in scan.copies  # A copy's star import is reported as such.
     )
     module, star_findings = star_imports.bind(module, stars)
-    bound = module.code
+    bound = versions.code(module)
     module, slim_findings = slim_apis.to_tf_slim(module)
-    noted = [(bound, star_findings), (module.code, slim_findings)]
-    scan = tf1_apis.Scan.of(module)
+    noted = [(bound, star_findings), (versions.code(module), slim_findings)]
+    if module is not parsed:  # Else the scan above is this module's.
+        scan = tf1_apis.Scan.of(module)
     facts = Facts.of(module)
     facts.builds_graphs |= bool(scan.copies)
     facts.uses_easgd |= bool(scan.copies)
     migrated, keras_findings = _rewrite(module, scan, facts, keep_tf_session, context, noted)
     findings = _findings(source, migrated, facts, noted, keras_findings, context)
-    if migrated.code == bound:  # Only the star imports' names were made explicit: no need.
+    if (
+        versions.code(migrated) == bound
+    ):  # Only the star imports' names were made explicit: no need.
         to_source = line_mapper(bound, source)
         findings = [dataclasses.replace(f, line=to_source(f.line)) for f in findings]
         return Migration(code=source, findings=tuple(findings))
-    return Migration(code=migrated.code, findings=tuple(findings))
+    return Migration(code=versions.code(migrated), findings=tuple(findings))
 
 
 def _rewrite(module, scan, facts, keep_tf_session, context, noted):
@@ -106,20 +111,25 @@ def _rewrite(module, scan, facts, keep_tf_session, context, noted):
     # A module of the tree whose functions build graph ops for one that uses EASGD is
     # graph code too, though it may use no graph API itself (an input helper).
     graph_code = facts.builds_graphs or bool(context.graph_helper)
-    passes = [estimator_apis.EstimatorRewriter(needs)]
+    # Each pass with the names it acts on: one whose names the text lacks changes nothing.
+    passes = [(estimator_apis.EstimatorRewriter(needs), estimator_apis.TRIGGERS)]
     if facts.uses_easgd:
-        passes.append(session_calls.SessionRewriter(needs, keep=keep_tf_session))
-    passes.append(image_apis.ImageRewriter(needs, graph_code))
-    passes.append(tf1_apis.LegacyApiRewriter(scan, needs, graph_code))
-    for transformer in passes:
-        text = module.code
-        module = MetadataWrapper(module).visit(transformer)
+        rewriter = session_calls.SessionRewriter(needs, keep=keep_tf_session)
+        passes.append((rewriter, session_calls.TRIGGERS))
+    passes.append((image_apis.ImageRewriter(needs, graph_code), image_apis.TRIGGERS))
+    rewriter = tf1_apis.LegacyApiRewriter(scan, needs, graph_code)
+    passes.append((rewriter, rewriter.triggers()))
+    for transformer, triggers in passes:
+        text = versions.code(module)
+        if versions.mentions(module, triggers):
+            module = versions.transform(module, transformer)
         noted.append((text, transformer.notes()))
-    module = MetadataWrapper(module).visit(_Rewriter(facts, needs))
+    if versions.mentions(module, _REWRITER_TRIGGERS):
+        module = versions.transform(module, _Rewriter(facts, needs))
     module = names.remove_unused_contrib_imports(module, copies=scan.copies)
     module = insert_after_imports(module, facts, needs)
     if facts.uses_easgd:
-        text = module.code
+        text = versions.code(module)
         module, found = creator_scopes.add_creator_scopes(module)
         noted.append((text, found))
     module, findings = legacy_keras.ensure_legacy_keras(
@@ -131,15 +141,18 @@ def _rewrite(module, scan, facts, keep_tf_session, context, noted):
 def _findings(source, migrated, facts, noted, keras_findings, context):
     """All the findings of a migration, in line order, with lines of the migrated text."""
     findings = list(keras_findings)
+    code = versions.code(migrated)
     for text, found in noted:
-        to_final = line_mapper(text, migrated.code)
+        if not found:
+            continue  # No line to map.
+        to_final = line_mapper(text, code)
         findings += [dataclasses.replace(finding, line=to_final(finding.line)) for finding in found]
     findings += names.leftover_findings(migrated)
     findings += optimizer_defaults.default_findings(migrated)
     if facts.uses_easgd or context.graph_helper:
         findings += global_steps.global_step_findings(migrated)
     library = facts.builds_graphs and not facts.is_script and not facts.picks_mode
-    if library and migrated.code != source:
+    if library and code != source:
         if context.mode_script:
             findings.append(_helper_note(context.mode_script))
         else:
@@ -178,6 +191,10 @@ _COPY_NOTE = (
     "left as it is: delete it once nothing imports it (easgd-migrate points the imports of "
     f"the files it migrates at {PACKAGE}); if it was changed, compare it with {PACKAGE} first."
 )
+
+
+# The names `_Rewriter` acts on: contrib's EASGD names and imports, and `tensorflow.device`.
+_REWRITER_TRIGGERS = ("contrib", "device")
 
 
 class _Rewriter(ImportAwareTransformer):

@@ -12,9 +12,9 @@ import dataclasses
 
 import libcst as cst
 import libcst.helpers
-from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
+from libcst.metadata import PositionProvider, QualifiedNameProvider
 
-from tf_contrib_easgd.migrate import hand_edits
+from tf_contrib_easgd.migrate import hand_edits, versions
 
 PACKAGE = "tf_contrib_easgd"
 
@@ -243,7 +243,13 @@ def remove_unused_contrib_imports(module, copies=()):
     Returns:
         The module without those imports.
     """
-    wrapper = MetadataWrapper(module)
+    if not copies and not versions.mentions(module, ["contrib"]):
+        return module  # Every import it removes is contrib's, or a copy's.
+    return _remove_unused(module, copies)
+
+
+def _remove_unused(module, copies):
+    wrapper = versions.wrapper(module)
     uses = UseCollector()
     wrapper.visit(uses)
     chains = {name for _, _, name in uses.contrib_uses}
@@ -340,7 +346,9 @@ def leftover_findings(module):
     Returns:
         A list of `Finding`s with line numbers of `module`'s text.
     """
-    wrapper = MetadataWrapper(module)
+    if not versions.mentions(module, ["contrib", "examples"]):
+        return []
+    wrapper = versions.wrapper(module)
     uses = UseCollector()
     wrapper.visit(uses)
     positions = wrapper.resolve(PositionProvider)

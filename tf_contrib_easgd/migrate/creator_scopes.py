@@ -10,9 +10,10 @@ and centres as `get_variable`'s do. In a module that uses Keras or `tf.Variable`
 """
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
+from libcst.metadata import PositionProvider, QualifiedNameProvider
 
 from tf_contrib_easgd.migrate import contrib_names as names
+from tf_contrib_easgd.migrate import versions
 from tf_contrib_easgd.migrate.contrib_names import PACKAGE, Finding
 
 _GETTER = f"{PACKAGE}.ElasticAverageCustomGetter"
@@ -34,13 +35,15 @@ NOTE = (
 def add_creator_scopes(module):
     """Returns `module` with the getter's creator scope added where it is needed, and the
     notes (`Finding`s with lines of `module`)."""
-    wrapper = MetadataWrapper(module)
+    if not versions.mentions(module, ["ElasticAverageCustomGetter"]):
+        return module, []  # No getter to find.
+    wrapper = versions.wrapper(module)
     scan = _Scan()
     wrapper.visit(scan)
     if not (scan.getters and scan.makes_variables):
         return module, []
     rewriter = _AddScopes(scan.getters)
-    return wrapper.visit(rewriter), rewriter.findings
+    return versions.transform(module, rewriter), rewriter.findings
 
 
 class _Scan(cst.CSTVisitor):

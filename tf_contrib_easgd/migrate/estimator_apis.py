@@ -50,6 +50,9 @@ RENAMES = {
     },
     **{f"tensorflow.contrib.tpu.{name}": f"compat.v1.estimator.tpu.{name}" for name in _TPU},
 }
+# What a module's text must contain for the rewriter to change it: the names above and the
+# canned Estimators lie under `estimator` or contrib's `tpu`.
+TRIGGERS = ("estimator", "tpu", "export_savedmodel")
 _ESTIMATOR_MODULES = ("tensorflow.estimator.", "tensorflow.compat.v1.estimator.")
 _ESTIMATORS = frozenset(
     {

@@ -11,9 +11,10 @@ Nothing is rewritten: the note says where, and what to change.
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
+from libcst.metadata import PositionProvider, QualifiedNameProvider
 
 from tf_contrib_easgd.migrate import contrib_names as names
+from tf_contrib_easgd.migrate import versions
 from tf_contrib_easgd.migrate.contrib_names import Finding
 
 _DECAYS = frozenset(
@@ -33,6 +34,14 @@ _DECAYS = frozenset(
 _STOPS = frozenset({"tensorflow.train.StopAtStepHook"})
 # tf-slim's Supervisor trainer stops at `number_of_steps` global steps.
 _SLIM_TRAIN = frozenset({"tf_slim.learning.train", "tensorflow.contrib.slim.learning.train"})
+# What a module's text must contain for a note: a decay, a stop, slim's trainer or a
+# name starting `global_step`.
+_TRIGGERS = (
+    *(name.rpartition(".")[2] for name in _DECAYS),
+    *(name.rpartition(".")[2] for name in _STOPS),
+    "learning",
+    "global_step",
+)
 NOTE = (
     "reads global_step for a {uses} (line{s} {lines}). Under EASGD global_step counts "
     "exchanges of all workers, not local steps: W workers of L local steps at "
@@ -47,8 +56,10 @@ NOTE = (
 def global_step_findings(module):
     """One note for `module` (a migrated `libcst.Module`) listing where it reads global_step
     for a stop condition or a decay; an empty list when it does not."""
+    if not versions.mentions(module, _TRIGGERS):
+        return []
     visitor = _Uses()
-    MetadataWrapper(module).visit(visitor)
+    versions.wrapper(module).visit(visitor)
     if not visitor.lines:
         return []
     kinds = " and a ".join(sorted(visitor.kinds))

@@ -25,6 +25,8 @@ from tf_contrib_easgd.migrate.contrib_names import Finding
 _DRAW = "tensorflow.image.draw_bounding_boxes"
 _RESIZE = "tensorflow.image.resize"
 _TF2_METHODS = "tensorflow.image.ResizeMethod"  # Strings in TF 2, as tf_upgrade_v2 leaves them.
+# What a module's text must contain for the rewriter to change or note anything.
+TRIGGERS = ("draw_bounding_boxes", "resize")
 DRAW_NOTE = (
     "`{call}` has three positional arguments: TF1's third was name=, TF 2's is colors= "
     "(required). Write tf.compat.v1.image.draw_bounding_boxes(images, boxes, name=NAME) "

@@ -15,9 +15,10 @@ import sys
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
+from libcst.metadata import PositionProvider, QualifiedNameProvider
 
 from tf_contrib_easgd.migrate import contrib_names as names
+from tf_contrib_easgd.migrate import versions
 from tf_contrib_easgd.migrate.contrib_names import Finding
 from tf_contrib_easgd.migrate.tf1_apis import from_module, within
 
@@ -102,7 +103,7 @@ def ensure_legacy_keras(module, is_script, graph_code=False, context=None):
 
 def _switch_line(module):
     """The line of the statement setting TF_USE_LEGACY_KERAS in `module`, or 1."""
-    wrapper = MetadataWrapper(module)
+    wrapper = versions.wrapper(module)
     positions = wrapper.resolve(PositionProvider)
     for statement in wrapper.module.body:
         strings = m.findall(statement, m.SimpleString())
@@ -116,7 +117,7 @@ def _switch_line(module):
 def _uses_keras3(module):
     """Whether `module` uses the keras package itself (Keras 3 on TensorFlow 2.16+)."""
     visitor = _Keras2Uses(graph_code=False, keras3=True)
-    MetadataWrapper(module).visit(visitor)
+    versions.wrapper(module).visit(visitor)
     return bool(visitor.uses)
 
 
@@ -154,11 +155,20 @@ def keras2_use(module, graph_code=False, wrapper=None):
         module: a `libcst.Module`.
         graph_code: whether the module builds TF1 graphs: `tf.keras` counts then.
         wrapper: a `MetadataWrapper` of `module` to reuse, with the metadata it has
-            resolved already; by default a new one.
+            resolved already; by default that of `versions.wrapper`.
     """
+    # The last part of each API's name (`layers`, `rnn_cell`, `keras`) is in its uses.
+    words = [api.rpartition(".")[2] for api in _keras2_apis(graph_code)]
+    if not versions.mentions(wrapper.module if wrapper else module, words):
+        return (0, "")
     visitor = _Keras2Uses(graph_code)
-    (wrapper or MetadataWrapper(module)).visit(visitor)
+    (wrapper or versions.wrapper(module)).visit(visitor)
     return min(visitor.uses, default=(0, ""))
+
+
+def _keras2_apis(graph_code):
+    """The names whose uses need Keras 2: `tf.keras` counts in graph code only."""
+    return (*_KERAS2_APIS, *([_GRAPH_KERAS] if graph_code else []))
 
 
 class _Keras2Uses(cst.CSTVisitor):
@@ -168,10 +178,7 @@ class _Keras2Uses(cst.CSTVisitor):
         super().__init__()
         self.uses = []  # (line, API as the user spells it).
         self._inner = set()  # ids of nodes that are the `.value` of an Attribute.
-        if keras3:
-            self._apis = (_KERAS3,)
-        else:
-            self._apis = (*_KERAS2_APIS, *([_GRAPH_KERAS] if graph_code else []))
+        self._apis = (_KERAS3,) if keras3 else _keras2_apis(graph_code)
 
     def on_visit(self, node):
         if isinstance(node, cst.Attribute):

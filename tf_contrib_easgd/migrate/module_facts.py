@@ -9,9 +9,10 @@ top level), builds TF1 graphs, uses EASGD, or picks a mode itself.
 import dataclasses
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, QualifiedNameProvider
+from libcst.metadata import QualifiedNameProvider
 
 from tf_contrib_easgd.migrate import contrib_names as names
+from tf_contrib_easgd.migrate import versions
 from tf_contrib_easgd.migrate.contrib_names import PACKAGE, RENAMES
 
 # TF1 APIs that only work while building a graph (after `tensorflow.` or
@@ -103,9 +104,9 @@ class Facts:
         Args:
             module: a `libcst.Module`.
             wrapper: a `MetadataWrapper` of `module` to reuse, with the metadata it has
-                resolved already; by default a new one.
+                resolved already; by default that of `versions.wrapper`.
         """
-        wrapper = wrapper or MetadataWrapper(module)
+        wrapper = wrapper or versions.wrapper(module)
         collector = _FactCollector()
         wrapper.visit(collector)
         return collector.facts

@@ -9,8 +9,9 @@ rewritten.
 """
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
+from libcst.metadata import PositionProvider, QualifiedNameProvider
 
+from tf_contrib_easgd.migrate import versions
 from tf_contrib_easgd.migrate.contrib_names import PACKAGE, Finding
 
 _OPTIMIZER = f"{PACKAGE}.ElasticAverageOptimizer"
@@ -35,8 +36,10 @@ _ALTERNATIVES = {"moving_rate": "moving_rate=0.9 / num_worker", "rho": "rho=0.0"
 def default_findings(module):
     """A note for each call of this package's `ElasticAverageOptimizer` in `module` (a
     migrated `libcst.Module`) that leaves `moving_rate` or `rho` to contrib's default."""
+    if not versions.mentions(module, ["ElasticAverageOptimizer"]):
+        return []
     visitor = _OptimizerCalls()
-    MetadataWrapper(module).visit(visitor)
+    versions.wrapper(module).visit(visitor)
     return visitor.findings
 
 

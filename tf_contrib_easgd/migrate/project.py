@@ -14,9 +14,8 @@ import dataclasses
 import pathlib
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper
 
-from tf_contrib_easgd.migrate import legacy_keras, star_imports
+from tf_contrib_easgd.migrate import legacy_keras, star_imports, versions
 from tf_contrib_easgd.migrate.module_facts import Facts
 from tf_contrib_easgd.migrate.tf1_apis import from_module
 
@@ -80,10 +79,11 @@ def contexts(files, roots=()):
         modules[path].stars = _star_imports(path, parsed, resolver, exported, set())
     keras2 = {}  # path -> (first use counting tf.keras, first use not counting it).
     for path, tree in parsed.items():
+        versions.wrapper(tree, copy=False)  # Straight from the parser: no copy needed.
         bound, _ = star_imports.bind(tree, modules[path].stars)
-        # One wrapper, so that the scope analysis both visitors need runs once; nothing
-        # rewrites `bound`, so it need not be copied.
-        wrapper = MetadataWrapper(bound, unsafe_skip_copy=True)
+        # One wrapper, so that the scope analysis the visitors need runs once (`bind` read
+        # it too); `bound` is the parsed tree with parsed imports added: no copy either.
+        wrapper = versions.wrapper(bound, copy=False)
         modules[path].facts = Facts.of(bound, wrapper)
         with_keras = legacy_keras.keras2_use(bound, True, wrapper)
         without = legacy_keras.keras2_use(bound, False, wrapper) if with_keras[0] else (0, "")
@@ -164,6 +164,7 @@ def _exported(path, parsed, resolver, exported, visiting):
             return {}  # An import cycle: its bindings are being read already.
         visiting.add(path)
         stars = _star_imports(path, parsed, resolver, exported, visiting)
+        versions.wrapper(parsed[path], copy=False)  # Straight from the parser.
         exported[path] = star_imports.exported_bindings(
             parsed[path], [star.bindings for star in stars]
         )

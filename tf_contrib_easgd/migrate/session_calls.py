@@ -27,6 +27,9 @@ _SUPERVISOR_NAMES = frozenset(
 # tf-slim's (and contrib.slim's) trainer: a Supervisor inside.
 _SLIM_TRAIN_NAMES = frozenset({"tf_slim.learning.train", "tensorflow.contrib.slim.learning.train"})
 
+# What a module's text must contain for the rewriter to change or note anything.
+TRIGGERS = (_MTS, "Supervisor", "learning")
+
 MOVED_NOTE = (
     "`{spelled}` became {package}.{mts} (same arguments). TensorFlow's makes the chief "
     "restore its latest checkpoint over the centre each time it creates a session: at a "

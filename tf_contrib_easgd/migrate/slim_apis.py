@@ -13,9 +13,10 @@ workaround (docs/MIGRATING.md, "tf-slim on TensorFlow 2.16 and later").
 """
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
+from libcst.metadata import PositionProvider, QualifiedNameProvider
 
 from tf_contrib_easgd.migrate import contrib_names as names
+from tf_contrib_easgd.migrate import versions
 from tf_contrib_easgd.migrate.contrib_names import Finding
 from tf_contrib_easgd.migrate.import_aware import ImportAwareTransformer
 from tf_contrib_easgd.migrate.import_block import add_imports
@@ -58,9 +59,9 @@ def to_tf_slim(module):
     Returns:
         (the module, `Finding`s with lines of the returned module's text).
     """
-    wrapper = MetadataWrapper(module)
     rewriter = _SlimRewriter()
-    module = wrapper.visit(rewriter)
+    if versions.mentions(module, ["contrib"]):  # Every name it rewrites is contrib's.
+        module = versions.transform(module, rewriter)
     if rewriter.needs_import:
         module = add_imports(module, [f"import {PACKAGE}"])
     if not rewriter.changed:
@@ -72,9 +73,10 @@ def to_tf_slim(module):
 
 
 def _broken_uses(module):
-    wrapper = MetadataWrapper(module)
+    if not versions.mentions(module, ["batch_norm"]):
+        return []
     visitor = _BrokenUses()
-    wrapper.visit(visitor)
+    versions.wrapper(module).visit(visitor)
     return [Finding(line, BATCH_NORM_NOTE, unconverted=False) for line in visitor.lines]
 
 

@@ -17,6 +17,7 @@ import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider, ScopeProvider
 
 from tf_contrib_easgd.migrate import contrib_names as names
+from tf_contrib_easgd.migrate import versions
 from tf_contrib_easgd.migrate.contrib_names import PACKAGE, Finding
 from tf_contrib_easgd.migrate.tf1_apis import from_module, within
 
@@ -58,7 +59,7 @@ def exported_bindings(module, star_bindings):
         are left out.
     """
     collector = _ExportCollector(list(star_bindings))
-    MetadataWrapper(module).visit(collector)
+    versions.wrapper(module).visit(collector)
     public = collector.public
     return {
         name: text
@@ -133,7 +134,7 @@ class _ExportCollector(cst.CSTVisitor):
 
 def free_names(module):
     """The names `module` reads but never binds (nor are they builtins), in any scope."""
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    wrapper = versions.wrapper(module)
     scopes = {scope for scope in wrapper.resolve(ScopeProvider).values() if scope is not None}
     free = set()
     for scope in scopes:

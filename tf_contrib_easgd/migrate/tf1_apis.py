@@ -13,13 +13,13 @@ import libcst as cst
 import libcst.helpers
 import libcst.matchers as m
 from libcst.metadata import (
-    MetadataWrapper,
     PositionProvider,
     QualifiedNameProvider,
     QualifiedNameSource,
 )
 
 from tf_contrib_easgd.migrate import contrib_names as names
+from tf_contrib_easgd.migrate import versions
 from tf_contrib_easgd.migrate.contrib_names import PACKAGE, Finding
 from tf_contrib_easgd.migrate.import_aware import ImportAwareTransformer
 
@@ -129,25 +129,31 @@ class Scan:
     @classmethod
     def of(cls, module):
         """Scans a `libcst.Module`."""
-        wrapper = MetadataWrapper(module)
-        collector = _ScanCollector(wrapper.module)
+        wrapper = versions.wrapper(module)
+        collector = _ScanCollector(wrapper)
         wrapper.visit(collector)
         return collector.scan
 
 
 class _ScanCollector(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
+    # Positions are resolved only for the rare copy of contrib's module (`_line`).
+    METADATA_DEPENDENCIES = (QualifiedNameProvider,)
 
-    def __init__(self, module):
+    def __init__(self, wrapper):
         super().__init__()
         self.scan = Scan()
-        self._top = {id(statement) for statement in module.body}
+        self._wrapper = wrapper
+        self._top = {id(statement) for statement in wrapper.module.body}
 
     def _names(self, node):
         return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
 
+    def _line(self, node):
+        return self._wrapper.resolve(PositionProvider)[node].start.line
+
     def _copy(self, module, node):
-        self.scan.copies.setdefault(module, self.get_metadata(PositionProvider, node).start.line)
+        if module not in self.scan.copies:
+            self.scan.copies[module] = self._line(node)
 
     def visit_ImportFrom(self, node):
         module = from_module(node)
@@ -162,8 +168,7 @@ class _ScanCollector(cst.CSTVisitor):
         bases = set().union(*(self._names(base.value) for base in node.bases))
         subclass = any(within(base, PACKAGE) for base in bases)
         if id(node) in self._top and node.name.value in _CLASSES and not subclass:
-            line = self.get_metadata(PositionProvider, node).start.line
-            self.scan.copy_class_line = self.scan.copy_class_line or line
+            self.scan.copy_class_line = self.scan.copy_class_line or self._line(node)
 
     def visit_Call(self, node):
         steps = any(arg.keyword and arg.keyword.value == "step" for arg in node.args)
@@ -213,6 +218,13 @@ class LegacyApiRewriter(ImportAwareTransformer):
 
     def _names(self, node):
         return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
+
+    def triggers(self):
+        """What a module's text must contain for this rewriter to change or note anything
+        (any text when it takes names from a local copy of contrib's module)."""
+        if self._scan.copies:
+            return ("",)
+        return ("layers", "summary", "Variable")
 
     def _moves(self, summary_name):
         """Whether `tf.summary.<summary_name>` becomes `tf.compat.v1.summary.<...>` here."""
