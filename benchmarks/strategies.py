@@ -24,7 +24,6 @@ from benchmarks.harness import interleaved
 from benchmarks.report import median_time, num
 from benchmarks.strategies_report import TARGET
 
-report.define_flags("strategies", "BENCHMARKS.md")
 #: name: (kind, fixed options). `pss-spe` picks steps_per_execution from `SPE_GRID` too.
 CONTENDERS = {
     "pss": ("pss", {"steps_per_execution": 1}),
@@ -248,4 +247,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    # Here, not at import: the tests import this module beside others that define the same
+    # absl flags (--report, --out).
+    report.define_flags("strategies", "BENCHMARKS.md")
     app.run(main)
