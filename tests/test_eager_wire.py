@@ -334,6 +334,11 @@ def test_many_exchanges_match_numpy_to_the_bit(wire_dtype, overlap):
 # --- The bytes on the wire ----------------------------------------------------------------
 
 
+#: Traced runs of an exchange: a trace sometimes lacks a RecvTensor record (one run in
+#: three on TF 2.15, one in ten on 2.21, missing 4000 B of worker0 -> ps0), never adds one.
+TRACED_RUNS = 5
+
+
 def _bytes_between_tasks(run_metadata):
     """Bytes received per (from task, to task), from a traced run's RecvTensor records."""
     received = {}
@@ -367,15 +372,20 @@ def _bytes_between_tasks(run_metadata):
 )  # fmt: skip
 def test_an_exchange_sends_half_the_bytes(wire_dtype, expected):
     # The bytes each task received from another in one exchange, as the runtime traced
-    # them (one run of the exchange the worker's step makes, with FULL_TRACE).
+    # them (runs of the exchange the worker's step makes, with FULL_TRACE). Every exchange
+    # sends the same tensors, and a trace may miss a record but never adds one: per link,
+    # the largest of TRACED_RUNS runs counts.
     cluster, (task,) = cluster_and_worker_tasks(num_ps=2, num_workers=1)
     variables = [tf.Variable(tf.ones([1000])), tf.Variable(tf.ones([1000])),
                  tf.Variable(tf.ones([100], tf.float16))]  # fmt: skip
+    received = {}
     with _worker(cluster, task, variables, wire_dtype=wire_dtype) as worker:
         link = worker._link
         options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
-        run_metadata = tf.compat.v1.RunMetadata()
-        feeds = dict(zip(link._values, worker.values(), strict=True))
-        link._session.run(link._exchange, feeds, options=options, run_metadata=run_metadata)
-    received = _bytes_between_tasks(run_metadata)
+        for _ in range(TRACED_RUNS):
+            run_metadata = tf.compat.v1.RunMetadata()
+            feeds = dict(zip(link._values, worker.values(), strict=True))
+            link._session.run(link._exchange, feeds, options=options, run_metadata=run_metadata)
+            for pair, size in _bytes_between_tasks(run_metadata).items():
+                received[pair] = max(received.get(pair, 0), size)
     assert {link: size for link, size in received.items() if "worker0" in link} == expected
