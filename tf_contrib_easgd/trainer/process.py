@@ -40,10 +40,20 @@ def started_at():
         if math.isfinite(value):
             return min(value, time.monotonic())
     try:
-        age = time.time() - psutil.Process().create_time()
+        age = _age_secs()
     except psutil.Error:
         age = 0.0
     return time.monotonic() - max(age, 0.0)
+
+
+def _age_secs():
+    """Seconds since this process started. psutil's start time is the kernel's ticks after
+    boot plus the wall-clock time of the boot, rounded to a second and off by the clock's
+    adjustments since; against the clock of seconds since boot, only the ticks count."""
+    created = psutil.Process().create_time()
+    if hasattr(time, "CLOCK_BOOTTIME"):
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - (created - psutil.boot_time())
+    return time.time() - created
 
 
 def restart_this_process():
