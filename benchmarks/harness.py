@@ -21,7 +21,7 @@ import portpicker
 import psutil
 
 from benchmarks import network, report
-from benchmarks.protocol import REPLY_PREFIX
+from benchmarks.protocol import parse_reply
 from tf_contrib_easgd.job import freed_memory
 from tf_contrib_easgd.trainer.launcher import make_die_with_parent
 
@@ -51,8 +51,9 @@ class Process:
 
     def _read(self):
         for line in self.process.stdout:
-            if line.startswith(REPLY_PREFIX):
-                self.lines.put(json.loads(line[len(REPLY_PREFIX) :]))
+            answer = parse_reply(line)
+            if answer is not None:
+                self.lines.put(answer)
         self.lines.put(None)  # End of output: the process exited.
 
     def send(self, command, **arguments):

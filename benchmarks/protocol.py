@@ -69,6 +69,13 @@ def reply(message):
     sys.stdout.flush()
 
 
+def parse_reply(line):
+    """The answer a line of a task's output carries (as `reply` wrote it), or None."""
+    if not line.startswith(REPLY_PREFIX):
+        return None
+    return json.loads(line[len(REPLY_PREFIX) :])
+
+
 def serve_commands(task, lines):
     """Answers the commands in `lines` (`{"cmd": method of task, **kwargs}`) until "exit"
     or the end of input; a method that raises answers `{"ok": False, "error"}`."""

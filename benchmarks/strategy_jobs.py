@@ -18,7 +18,7 @@ import time
 
 from benchmarks import network, report
 from benchmarks.harness import free_ports, process_stat
-from benchmarks.protocol import REPLY_PREFIX
+from benchmarks.protocol import parse_reply
 from tf_contrib_easgd.trainer.progress import parse_event
 
 BATCH = 32  # Examples of a worker step (strategy_task.BATCH, easgd-train's --batch_size).
@@ -96,8 +96,7 @@ def environment(kind, options):
 
 def replies(text):
     """The `protocol.reply` answers in a process's output."""
-    return [json.loads(line[len(REPLY_PREFIX) :]) for line in text.splitlines()
-            if line.startswith(REPLY_PREFIX)]  # fmt: skip
+    return [a for a in map(parse_reply, text.splitlines()) if a is not None]
 
 
 def events(text):
