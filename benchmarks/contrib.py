@@ -1,10 +1,10 @@
 """Section 1's side by side with the original `tf.contrib.opt.ElasticAverageOptimizer`.
 
 Contrib runs on TensorFlow 1.15 (`.venv-tf115`, made by `make test-contrib`) in a cluster of
-contrib_task.py, this package in one of task.py; both stay up and the configurations
-interleave while the other cluster idles. Before every window each worker's variables,
-batch and loss must match the first build's (`SessionWorker.fingerprint`). Steps/s are
-compared within each TensorFlow version (different builds), as ratios.
+common/contrib_task.py, this package in one of common/task.py; both stay up and the
+configurations interleave while the other cluster idles. Before every window each worker's
+variables, batch and loss must match the first build's (`SessionWorker.fingerprint`). Steps/s
+are compared within each TensorFlow version (different builds), as ratios.
 """
 
 import os
@@ -14,9 +14,9 @@ import time
 
 import numpy as np
 
-from benchmarks import protocol
-from benchmarks.harness import BenchCluster, interleaved, timed_window
-from benchmarks.report import (
+from benchmarks.common import protocol
+from benchmarks.common.harness import BenchCluster, interleaved, timed_window
+from benchmarks.common.report import (
     ROOT,
     num,
     own_run,
@@ -43,7 +43,7 @@ def measure(results, python, workers, quick, netns, logs, log):
     spec, team = protocol.COMM_MLP, list(range(workers))
     rounds, seconds, warm_secs = (1, 3.0, 1.5) if quick else (5, 8.0, 3.0)
     theirs = BenchCluster(workers, logs / "contrib-tf115", netns=netns, python=python,
-                          module="benchmarks.contrib_task")  # fmt: skip
+                          module="benchmarks.common.contrib_task")  # fmt: skip
     with theirs, BenchCluster(workers, logs / "contrib-package", netns=netns) as ours:
         clusters = {"contrib": theirs, "package": ours}
         versions = {key: theirs.ready["worker0"][key] for key in ("tensorflow", "python")}

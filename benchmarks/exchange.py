@@ -11,9 +11,9 @@ import time
 
 import numpy as np
 
-from benchmarks import protocol
-from benchmarks.harness import BenchCluster, interleaved
-from benchmarks.report import table
+from benchmarks.common import protocol
+from benchmarks.common.harness import BenchCluster, interleaved
+from benchmarks.common.report import table
 
 CONFIGS = ("easgd-1", "copy-easgd-1", "easgd-1-bf16")
 ALLOCATORS = ("glibc default", "reuse_freed_memory")

@@ -1,13 +1,14 @@
 """The Keras section: `model.fit` with `ElasticAverageCallback` beside plain `model.fit`.
 
-On 1 ps + the workers running keras_task.py, the digits MLP trains with plain `model.fit`
-on each worker alone (`keras-fit`) and with EASGD at tau 10 (`keras-easgd-10`, also
+On 1 ps + the workers running common/keras_task.py, the digits MLP trains with plain
+`model.fit` on each worker alone (`keras-fit`) and with EASGD at tau 10 (`keras-easgd-10`, also
 overlapped): throughput in interleaved rounds, and time to accuracy, as sections 1 and 3.
 """
 
-from benchmarks import exchange, protocol, report
-from benchmarks.harness import BenchCluster, throughput, time_to_accuracy
-from benchmarks.report import median_of, num, per_round_ratio
+from benchmarks import exchange
+from benchmarks.common import protocol, report
+from benchmarks.common.harness import BenchCluster, throughput, time_to_accuracy
+from benchmarks.common.report import median_of, num, per_round_ratio
 
 CONFIGS = ("keras-fit", "keras-easgd-10", "keras-easgd-10-overlap")
 ACCURACY_CONFIGS = (("keras-easgd-10", None), ("keras-fit", 1))
@@ -20,7 +21,7 @@ THROUGHPUT_TARGET = 0.85
 
 def measure(workers, quick, netns, logs, log):
     """{"model", "throughput": {config: [rounds]}, "accuracy": {config: [runs]}}."""
-    model, module = protocol.DIGITS_MLP.name, "benchmarks.keras_task"
+    model, module = protocol.DIGITS_MLP.name, "benchmarks.common.keras_task"
     with BenchCluster(workers, logs / "keras", "tf2", netns, module=module) as cluster:
         log(f"keras: {model}, 1 ps + {workers} workers (model.fit, eager)")
         rounds, seconds = (1, 3.0) if quick else (3, 8.0)

@@ -9,9 +9,10 @@
 
 import statistics
 
-from benchmarks import contrib, exchange, protocol, report
-from benchmarks.harness import BenchCluster, throughput, time_to_accuracy
-from benchmarks.report import median_of, num, per_round_ratio, table
+from benchmarks import contrib, exchange
+from benchmarks.common import protocol, report
+from benchmarks.common.harness import BenchCluster, throughput, time_to_accuracy
+from benchmarks.common.report import median_of, num, per_round_ratio, table
 
 FULL_CONFIGS = ("local", "async", "sync", "easgd-1", "easgd-4", "easgd-10", "easgd-64",
                 "easgd-10-remotecall", "naive-easgd-10", "copy-easgd-10")  # fmt: skip

@@ -12,9 +12,9 @@ median of its pairs' ratios, given with a 95 % interval of that median
 
 import statistics
 
-from benchmarks import report
-from benchmarks.harness import BenchCluster, window_with_bytes
-from benchmarks.report import num, table
+from benchmarks.common import report
+from benchmarks.common.harness import BenchCluster, window_with_bytes
+from benchmarks.common.report import num, table
 
 REFERENCE = "local"
 #: The judged pair first (easgd-train's 16-bit wire, then float32), then figures beside it,

@@ -16,17 +16,8 @@ import tempfile
 
 from absl import app, flags
 
-from benchmarks import (
-    contrib,
-    exchange,
-    keras_fit,
-    loopback,
-    network,
-    protocol,
-    report,
-    shaped,
-    strategies_report,
-)
+from benchmarks import contrib, exchange, keras_fit, loopback, shaped, strategies_report
+from benchmarks.common import network, protocol, report
 
 SECTIONS = ("throughput", "bytes", "accuracy", "keras", "exchange", "overhead", "shaped",
             "pinned", "contrib")  # fmt: skip

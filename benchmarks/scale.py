@@ -5,7 +5,7 @@
     python -m benchmarks.scale --quick      # a smoke run (~40 s) in a temporary folder
     python -m benchmarks.scale --rerender   # docs/SCALING.md's block from OUT/scale.json
 
-Workers are server tasks, 16 to a host process (scale_task.py), whose local step waits the
+Workers are server tasks, 16 to a host process (common/scale_task.py), whose local step waits the
 real step's calibrated time. For each ps count and wire, fresh ps processes serve the
 workers added in steps (their memory measured at each), then every (workers, tau, link
 rate) window runs, interleaved, CPU time and link bytes read at its edges. One worker's
@@ -21,8 +21,9 @@ import time
 
 from absl import app
 
-from benchmarks import cost_model, network, protocol, report, scale_report
-from benchmarks.harness import (
+from benchmarks import scale_report
+from benchmarks.common import cost_model, network, protocol, report
+from benchmarks.common.harness import (
     PS_CPUS,
     WORKER_CPUS,
     ScaleCluster,

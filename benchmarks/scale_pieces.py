@@ -6,7 +6,7 @@ against all at once.
 
 import statistics
 
-from benchmarks.report import ms, table
+from benchmarks.common.report import ms, table
 
 
 def calls_table(results):

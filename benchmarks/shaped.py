@@ -13,10 +13,11 @@ import statistics
 
 import numpy as np
 
-from benchmarks import cost_model, network, pinned, protocol, report
-from benchmarks.harness import BenchCluster, throughput, time_to_accuracy
-from benchmarks.network import rate_bits_per_sec
-from benchmarks.report import median_of, num, per_round_ratio, table
+from benchmarks import pinned
+from benchmarks.common import cost_model, network, protocol, report
+from benchmarks.common.harness import BenchCluster, throughput, time_to_accuracy
+from benchmarks.common.network import rate_bits_per_sec
+from benchmarks.common.report import median_of, num, per_round_ratio, table
 
 #: easgd-1 moves what async SGD moves (0.89x async at 1 Gbit/s): section 1 measures it on
 #: loopback. At 100 Mbit/s sync and easgd-4 make a third and 1.7 steps a second: they say
@@ -255,8 +256,9 @@ Each task on a host of its own, its link limited with `tc` (the ps's shared by t
 window holds 6-9 exchanges of a worker, so the one in flight at each edge moves it by 10-15 %);
 "model": section 6."""
 MODEL = """\
-`benchmarks/cost_model.py` (docs/SCALING.md) with the CPU of an exchange from `make bench-scale`
-at commit {commit} ({worker:.2f} ns a byte on the worker, {ps:.2f} on the ps), link efficiency
-e = {e:.2f} fitted on section 5, c = {compute:.1f} ms of compute, a machine per task (ps of 4
-cores), no crowding (SCALING.md's rule adds it: these are upper bounds past a few workers).
-"Slows at W": the fewest workers at which a worker falls below 0.9 x its speed alone."""
+`benchmarks/common/cost_model.py` (docs/SCALING.md) with the CPU of an exchange from
+`make bench-scale` at commit {commit} ({worker:.2f} ns a byte on the worker, {ps:.2f} on the
+ps), link efficiency e = {e:.2f} fitted on section 5, c = {compute:.1f} ms of compute, a
+machine per task (ps of 4 cores), no crowding (SCALING.md's rule adds it: these are upper
+bounds past a few workers). "Slows at W": the fewest workers at which a worker falls below
+0.9 x its speed alone."""

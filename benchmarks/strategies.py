@@ -6,7 +6,7 @@
 
 The same Keras model of easgd-train (its MLP and CNN) on the digits, 32 examples a worker
 step, 2 workers: `ParameterServerStrategy` + `model.fit`, `MultiWorkerMirroredStrategy` +
-`model.fit`, `ElasticAverageCallback` and `easgd-train --api=tf1` (strategy_jobs.py runs
+`model.fit`, `ElasticAverageCallback` and `easgd-train --api=tf1` (strategies_jobs.py runs
 them). Each contender's learning rate is picked on loopback from `LR_GRID` by its own
 median time to 97 %; then every network trains each for a fixed time, repeats interleaved.
 """
@@ -19,9 +19,10 @@ import tempfile
 
 from absl import app
 
-from benchmarks import network, report, strategies_report, strategy_jobs
-from benchmarks.harness import interleaved
-from benchmarks.report import median_time, num
+from benchmarks import strategies_jobs, strategies_report
+from benchmarks.common import network, report
+from benchmarks.common.harness import interleaved
+from benchmarks.common.report import median_time, num
 from benchmarks.strategies_report import TARGET
 
 #: name: (kind, fixed options). `pss-spe` picks steps_per_execution from `SPE_GRID` too.
@@ -95,7 +96,7 @@ def summary(run):
     curve, cpu = run["curve"], sum(run["cpu"].values())
     return {
         "cpu_ms": cpu * 1e5 / examples if run["cpu"] and examples else None,
-        "examples_per_sec": statistics.fmean(run["rates"]) * strategy_jobs.BATCH
+        "examples_per_sec": statistics.fmean(run["rates"]) * strategies_jobs.BATCH
         if run["rates"]
         else 0.0,
         "ps_bytes": per_example("ps0"),
@@ -108,8 +109,8 @@ def summary(run):
 def one_run(kind, options, logs, rate, hosts, log, label):
     """Runs one job; returns its result with the load before it."""
     load = os.getloadavg()[0]
-    with strategy_jobs.Job(kind, options, logs, hosts=hosts, rate=rate) as job:
-        deadline = strategy_jobs.START_SECS + options["seconds"] + strategy_jobs.END_SECS
+    with strategies_jobs.Job(kind, options, logs, hosts=hosts, rate=rate) as job:
+        deadline = strategies_jobs.START_SECS + options["seconds"] + strategies_jobs.END_SECS
         result = job.run(deadline)
     result.update(load=load, options=options)
     figures = summary(result)
@@ -144,12 +145,12 @@ def measure(results, log):
         spe_grid=SPE_GRID,
         eval_secs=EVAL_SECS,
         epoch_steps=EPOCH_STEPS,
-        eval_every_steps=strategy_jobs.EVAL_EVERY_STEPS,
+        eval_every_steps=strategies_jobs.EVAL_EVERY_STEPS,
         hosts_skip_reason=reason,
         picks={},
         cells={},
         mwms_keras={},
-        processes={c: strategy_jobs.processes(CONTENDERS[c][0]) for c in contenders},
+        processes={c: strategies_jobs.processes(CONTENDERS[c][0]) for c in contenders},
     )
     base = {"eval_secs": EVAL_SECS, "epoch_steps": EPOCH_STEPS, "seconds": seconds}
     mwms = {"keras": "keras3"}

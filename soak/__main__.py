@@ -21,7 +21,7 @@ import tempfile
 
 from absl import app, flags
 
-from benchmarks import network
+from benchmarks.common import network
 from soak import measure, report, runner
 from soak import schedule as schedule_module
 

@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 
-from benchmarks import network
+from benchmarks.common import network
 from soak import checks, digest, measure, stacks
 from soak import schedule as schedule_module
 from tf_contrib_easgd.trainer import launcher, process, progress

@@ -1,12 +1,12 @@
-"""The cost model of benchmarks/cost_model.py (docs/SCALING.md), on numbers worked by hand.
+"""The cost model of benchmarks/common/cost_model.py (docs/SCALING.md), on numbers worked by hand.
 
 No TensorFlow, no cluster: the model is arithmetic on measured constants.
 """
 
 import pytest
 
-from benchmarks import cost_model
-from benchmarks.cost_model import Cluster, Costs
+from benchmarks.common import cost_model
+from benchmarks.common.cost_model import Cluster, Costs
 
 MS = 1e-3
 GBIT = 1e9

@@ -22,7 +22,7 @@ import pytest
 import tensorflow as tf
 from processes import child_env
 
-from benchmarks import network as network_module
+from benchmarks.common import network as network_module
 from tf_contrib_easgd.trainer import launcher, progress, stall
 
 STEPS = 1500

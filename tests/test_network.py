@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from benchmarks import network
+from benchmarks.common import network
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,8 @@
 No cluster and no TensorFlow: the windows are what `window_with_bytes` returns.
 """
 
-from benchmarks import pinned, report
+from benchmarks import pinned
+from benchmarks.common import report
 
 
 def test_the_median_interval_takes_the_order_statistics_binomial_tails_allow():

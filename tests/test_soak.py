@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 from processes import process_alive
 
-from benchmarks import network
+from benchmarks.common import network
 from soak import checks, digest, measure, report, runner, stacks
 from soak import schedule as schedule_module
 from soak.schedule import CUT, FREEZE, KILL_CHIEF, KILL_PS, KILL_WORKER, Fault

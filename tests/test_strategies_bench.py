@@ -1,4 +1,4 @@
-"""The strategies section's harness (benchmarks/strategies*.py, strategy_jobs.py,
+"""The strategies section's harness (benchmarks/strategies*.py, strategies_jobs.py,
 strategy_task.py) on hand-made answers: parsing, picks, report rows and argument checks.
 
 No server and no process: the jobs' outputs are written here as their tasks print them.
@@ -8,37 +8,38 @@ import json
 
 import pytest
 
-from benchmarks import report, strategies, strategies_report, strategy_jobs, strategy_task
-from benchmarks.protocol import REPLY_PREFIX
+from benchmarks import strategies, strategies_jobs, strategies_report
+from benchmarks.common import report, strategy_task
+from benchmarks.common.protocol import REPLY_PREFIX
 from tf_contrib_easgd.trainer.progress import EVENT_PREFIX
 
 
 def test_every_kind_names_its_processes_roles_and_cores():
-    assert strategy_jobs.processes("mwms") == [
+    assert strategies_jobs.processes("mwms") == [
         ("worker0", "worker", "0"),
         ("worker1", "worker", "1"),
     ]
-    assert strategy_jobs.processes("pss") == [
+    assert strategies_jobs.processes("pss") == [
         ("ps0", "ps", "0,1"), ("worker0", "worker", "0"), ("worker1", "worker", "1"),
         ("chief", "chief", "0,1"),
     ]  # fmt: skip
-    assert [name for name, _, _ in strategy_jobs.processes("callback")] == [
+    assert [name for name, _, _ in strategies_jobs.processes("callback")] == [
         "ps0", "worker0", "worker1",
     ]  # fmt: skip
-    assert strategy_jobs.trainers("pss") == ["chief"]
-    assert strategy_jobs.trainers("easgd-train") == ["worker0"]
+    assert strategies_jobs.trainers("pss") == ["chief"]
+    assert strategies_jobs.trainers("easgd-train") == ["worker0"]
     with pytest.raises(ValueError, match=r"kind must be one of .* got 'horovod'"):
-        strategy_jobs.processes("horovod")
+        strategies_jobs.processes("horovod")
 
 
 def test_a_pss_command_line_is_one_its_task_parses_back():
     addresses = {"ps0": "h1:2222", "worker0": "h2:2222", "worker1": "h3:2222", "chief": "h4:2222"}
-    spec = strategy_jobs.cluster_spec("pss", addresses)
+    spec = strategies_jobs.cluster_spec("pss", addresses)
     assert spec == {"ps": ["h1:2222"], "worker": ["h2:2222", "h3:2222"], "chief": ["h4:2222"]}
     options = {"model": "cnn", "learning_rate": 0.1, "seconds": 15.0, "eval_secs": 0.5,
                "epoch_steps": 48, "steps_per_execution": 16}  # fmt: skip
-    argv = strategy_jobs.argv("pss", "worker1", "worker", spec, options)
-    assert argv[1:3] == ["-m", "benchmarks.strategy_task"]
+    argv = strategies_jobs.argv("pss", "worker1", "worker", spec, options)
+    assert argv[1:3] == ["-m", "benchmarks.common.strategy_task"]
     args = strategy_task.parse(argv[3:])
     assert (args.contender, args.role, args.index, args.cluster) == ("pss", "worker", 1, spec)
     assert (args.model, args.learning_rate, args.steps_per_execution) == ("cnn", 0.1, 16)
@@ -50,14 +51,14 @@ def test_the_callback_command_line_carries_overlap_and_the_wire():
     spec = {"ps": ["a:1"], "worker": ["b:1", "c:1"]}
     options = {"model": "mlp", "learning_rate": 0.05, "seconds": 6.0, "overlap": True,
                "wire_dtype": "bfloat16"}  # fmt: skip
-    args = strategy_task.parse(strategy_jobs.argv("callback", "ps0", "ps", spec, options)[3:])
+    args = strategy_task.parse(strategies_jobs.argv("callback", "ps0", "ps", spec, options)[3:])
     assert (args.role, args.index, args.overlap, args.wire_dtype) == ("ps", 0, True, "bfloat16")
 
 
 def test_easgd_train_runs_in_task_mode_with_its_defaults_but_the_rate():
     spec = {"ps": ["a:1"], "worker": ["b:1", "c:1"]}
     options = {"model": "mlp", "learning_rate": 0.02, "seconds": 6.0, "model_dir": "/tmp/m"}
-    argv = strategy_jobs.argv("easgd-train", "worker1", "worker", spec, options)
+    argv = strategies_jobs.argv("easgd-train", "worker1", "worker", spec, options)
     assert argv[1:3] == ["-m", "tf_contrib_easgd.trainer"]
     assert {"--cluster=task", "--job_name=worker", "--task_index=1", "--ps_hosts=a:1",
             "--worker_hosts=b:1,c:1", "--learning_rate=0.02", "--model_dir=/tmp/m",
@@ -68,13 +69,13 @@ def test_easgd_train_runs_in_task_mode_with_its_defaults_but_the_rate():
 
 
 def test_only_pss_and_tf_keras_mwms_get_legacy_keras_and_only_pss_fail_fast():
-    pss = strategy_jobs.environment("pss", {})
+    pss = strategies_jobs.environment("pss", {})
     assert pss["TF_USE_LEGACY_KERAS"] == "1" and pss["GRPC_FAIL_FAST"] == "use_caller"
-    assert "TF_USE_LEGACY_KERAS" not in strategy_jobs.environment("mwms", {"keras": "keras3"})
-    assert strategy_jobs.environment("mwms", {"keras": "tf-keras"})["TF_USE_LEGACY_KERAS"] == "1"
-    callback = strategy_jobs.environment("callback", {})
+    assert "TF_USE_LEGACY_KERAS" not in strategies_jobs.environment("mwms", {"keras": "keras3"})
+    assert strategies_jobs.environment("mwms", {"keras": "tf-keras"})["TF_USE_LEGACY_KERAS"] == "1"
+    callback = strategies_jobs.environment("callback", {})
     assert "TF_USE_LEGACY_KERAS" not in callback and "GRPC_FAIL_FAST" not in callback
-    assert callback["TF_NUM_INTEROP_THREADS"] == strategy_jobs.INTEROP_THREADS
+    assert callback["TF_NUM_INTEROP_THREADS"] == strategies_jobs.INTEROP_THREADS
 
 
 def _event(kind, task, time, **fields):
@@ -91,7 +92,7 @@ def test_easgd_train_events_give_the_centre_curve_rates_and_examples():
     ])  # fmt: skip
     other = "\n".join([_event("started", "worker 1", 100.5),
                        _event("progress", "worker 1", 102.5, step=500)])  # fmt: skip
-    result = strategy_jobs.easgd_train_result({"worker0": chief, "worker1": other, "ps0": ""})
+    result = strategies_jobs.easgd_train_result({"worker0": chief, "worker1": other, "ps0": ""})
     # Times from the chief's start: 100.8 - 100 = 0.8 s and 101.5 - 100 = 1.5 s.
     assert result["curve"] == [pytest.approx((0.8, 0.95, 200)), pytest.approx((1.5, 0.975, 400))]
     # worker 0: 400 steps in 101 - 100 = 1 s; worker 1: 500 steps in 102.5 - 100.5 = 2 s.
@@ -102,18 +103,18 @@ def test_easgd_train_events_give_the_centre_curve_rates_and_examples():
 
 def test_replies_are_read_among_other_lines():
     text = f"noise\n{REPLY_PREFIX}{json.dumps({'ok': True, 'steps': 3})}\nmore noise\n"
-    assert strategy_jobs.replies(text) == [{"ok": True, "steps": 3}]
+    assert strategies_jobs.replies(text) == [{"ok": True, "steps": 3}]
 
 
 def test_pss_shares_its_coordinators_steps_among_the_workers():
     # 960 steps in 16 s over 2 workers: 30 steps/s a worker; 960 x 32 examples.
     answer = {"curve": [[16.0, 0.97, 960]], "steps": 960, "secs": 16.0}
-    pss = strategy_jobs.strategy_result("pss", [answer])
+    pss = strategies_jobs.strategy_result("pss", [answer])
     assert pss == {"curve": [(16.0, 0.97, 960)], "rates": [30.0], "examples": 30720}
     # MWMS: each worker's own steps: 100 in 4 s and 100 in 5 s; worker 0 has the curve.
     answers = [{"curve": [[4.0, 0.9, 100]], "steps": 100, "secs": 4.0},
                {"curve": [], "steps": 100, "secs": 5.0}]  # fmt: skip
-    mwms = strategy_jobs.strategy_result("mwms", answers)
+    mwms = strategies_jobs.strategy_result("mwms", answers)
     assert mwms == {"curve": [(4.0, 0.9, 100)], "rates": [25.0, 20.0], "examples": 6400}
 
 
@@ -135,8 +136,8 @@ def test_training_cpu_counts_from_the_first_sample_at_the_start():
     samples = [(9.5, {"ps0": 4.0, "worker0": 6.0}), (10.0, {"ps0": 4.5, "worker0": 6.5}),
                (10.5, {"ps0": 5.0, "worker0": 7.5}), (11.0, {"ps0": 5.75})]  # fmt: skip
     # From 10.0 on: ps0 5.75 - 4.5 = 1.25 s; worker0 (gone after 10.5) 7.5 - 6.5 = 1.0 s.
-    assert strategy_jobs.training_cpu(samples, 10.0) == {"ps0": 1.25, "worker0": 1.0}
-    assert strategy_jobs.training_cpu(samples, None) == {}
+    assert strategies_jobs.training_cpu(samples, 10.0) == {"ps0": 1.25, "worker0": 1.0}
+    assert strategies_jobs.training_cpu(samples, None) == {}
 
 
 def test_the_pick_is_the_least_median_time_never_reached_counting_as_slowest():

@@ -31,7 +31,7 @@ from absl import app, flags
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.report import revision_text, source_revision  # noqa: E402
+from benchmarks.common.report import revision_text, source_revision  # noqa: E402
 
 #: Each TensorFlow minor release and its last patch on PyPI.
 TENSORFLOW = {

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from benchmarks.protocol import digest, reply, serve_commands
+from benchmarks.common.protocol import digest, reply, serve_commands
 
 OPERATION_TIMEOUT_MS = 60000  # A blocked session.run fails instead of hanging.
 #: TensorFlow's gRPC runtime may abort a step with "The same RunGraph (Worker) request was

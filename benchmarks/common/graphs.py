@@ -15,7 +15,7 @@ import uuid
 import numpy as np
 import tensorflow as tf
 
-from benchmarks import models, protocol
+from benchmarks.common import models, protocol
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 from tf_contrib_easgd.exchange.elastic_exchange import ElasticExchange
 
@@ -44,7 +44,7 @@ def build(config, spec, cluster_spec, task_index, num_workers, learning_rate, in
     `inputs_fn()` gives a step's (images, labels) on the worker device. Returns a `Built`."""
     match = _EASGD.match(config)
     if config not in ("local", "async", "sync") and not match:
-        raise ValueError(f"Unknown configuration {config!r}; see benchmarks/graphs.py.")
+        raise ValueError(f"Unknown configuration {config!r}; see benchmarks/common/graphs.py.")
     if config.startswith("copy-") and cluster_spec is not None:
         check_copy_only(cluster_spec, task_index, not config.endswith("-remotecall"))
     worker = f"/job:worker/task:{task_index}" if cluster_spec else ""

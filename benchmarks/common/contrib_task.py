@@ -1,6 +1,6 @@
 """One process of the contrib section's TensorFlow 1.15 cluster: the original contrib EASGD.
 
-    .venv-tf115/bin/python -m benchmarks.contrib_task --role=worker --index=1 --cluster=JSON
+    .venv-tf115/bin/python -m benchmarks.common.contrib_task --role=worker --index=1 --cluster=JSON
 
 task.py's counterpart under TensorFlow 1.15 (Python 3.7 code). `local` trains the worker's
 own variables; `contrib-easgd-P` is `tf.contrib.opt.ElasticAverageOptimizer` with period P,
@@ -17,7 +17,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmarks import models, protocol  # noqa: E402
+from benchmarks.common import models, protocol  # noqa: E402
 
 CONFIGS = re.compile(r"^(local|contrib-easgd-(\d+))$")
 

@@ -1,6 +1,6 @@
 """The strategies section's jobs: one training run of a contender, its processes and numbers.
 
-A job is the processes of one contender (strategy_task.py, or easgd-train in task mode),
+A job is the processes of one contender (common/strategy_task.py, or easgd-train in task mode),
 each pinned to its cores, on loopback or on a `HostNetwork` whose links may be limited;
 it trains for a given number of seconds from the moment the evaluating process begins, and
 yields the learning curve, examples/s per worker and the bytes on the links. Leaving a job
@@ -16,9 +16,9 @@ import sys
 import tempfile
 import time
 
-from benchmarks import network, report
-from benchmarks.harness import free_ports, process_stat
-from benchmarks.protocol import parse_reply
+from benchmarks.common import network, report
+from benchmarks.common.harness import free_ports, process_stat
+from benchmarks.common.protocol import parse_reply
 from tf_contrib_easgd.trainer.progress import parse_event
 
 BATCH = 32  # Examples of a worker step (strategy_task.BATCH, easgd-train's --batch_size).
@@ -74,7 +74,7 @@ def argv(kind, name, role, spec, options):
                 f"--learning_rate={options['learning_rate']}", "--steps=100000000",
                 f"--eval_every_steps={EVAL_EVERY_STEPS}", f"--log_every_steps={LOG_EVERY_STEPS}",
                 "--progress_format=json", f"--model_dir={options['model_dir']}"]  # fmt: skip
-    command = [sys.executable, "-m", "benchmarks.strategy_task", f"--contender={kind}",
+    command = [sys.executable, "-m", "benchmarks.common.strategy_task", f"--contender={kind}",
                f"--role={role}", f"--index={index}", f"--cluster={json.dumps(spec)}"]  # fmt: skip
     for key in ("model", "learning_rate", "seconds", "eval_secs", "epoch_steps",
                 "steps_per_execution", "wire_dtype"):  # fmt: skip

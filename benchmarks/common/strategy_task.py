@@ -1,6 +1,6 @@
 """One process of the strategies section: a task of PSS, MWMS or the EASGD callback.
 
-    python -m benchmarks.strategy_task --contender=pss --role=chief --cluster=JSON ...
+    python -m benchmarks.common.strategy_task --contender=pss --role=chief --cluster=JSON ...
 
 `pss`: `tf.distribute.ParameterServerStrategy` + `model.fit` (tf-keras): the ps and worker
 tasks only serve; the chief is the coordinator, which trains and evaluates. `mwms`:
@@ -21,7 +21,7 @@ STARTED = time.time()
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmarks import protocol  # noqa: E402
+from benchmarks.common import protocol  # noqa: E402
 from tf_contrib_easgd.trainer import data, models  # noqa: E402
 
 CONTENDERS = ("pss", "mwms", "callback")

@@ -20,8 +20,8 @@ import uuid
 import portpicker
 import psutil
 
-from benchmarks import network, report
-from benchmarks.protocol import parse_reply
+from benchmarks.common import network, report
+from benchmarks.common.protocol import parse_reply
 from tf_contrib_easgd.job import freed_memory
 from tf_contrib_easgd.trainer.launcher import make_die_with_parent
 
@@ -154,7 +154,7 @@ class BenchCluster(_Cluster):
     kind = "bench"
 
     def __init__(self, num_workers, log_dir, world="tf1", netns=False, rate=None, cpus=None,
-                 python=sys.executable, module="benchmarks.task", malloc=True):  # fmt: skip
+                 python=sys.executable, module="benchmarks.common.task", malloc=True):  # fmt: skip
         self.module, self.python, self.world, self.cpus = module, python, world, cpus or {}
         if self.cpus.get("links") and not rate:
             raise ValueError(f"cpus['links'] needs a shaped network (rate), got rate={rate!r}")
@@ -279,7 +279,7 @@ class ScaleCluster(_Cluster):
     is a host of a private network whose ps links can be limited (`set_ps_rate`); else
     they talk over loopback. `malloc=False` leaves the C allocator as it is."""
 
-    module, kind = "benchmarks.scale_task", "scale"
+    module, kind = "benchmarks.common.scale_task", "scale"
 
     def __init__(self, max_ps, num_workers, num_hosts, log_dir, netns=True, malloc=True):
         self.max_ps, self.num_workers, self.num_hosts = max_ps, num_workers, num_hosts

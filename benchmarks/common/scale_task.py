@@ -1,6 +1,6 @@
 """One process of the scale harness (scale.py): a parameter server, or a host of workers.
 
-    python -m benchmarks.scale_task --role=worker --index=0,4,8 --cluster=JSON
+    python -m benchmarks.common.scale_task --role=worker --index=0,4,8 --cluster=JSON
 
 A host runs a server, graph and session per worker task, whose local step is a wait of the
 calibrated compute time and every `period`-th step EASGD's train op (the library's
@@ -17,7 +17,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmarks import graphs, models, protocol  # noqa: E402
+from benchmarks.common import graphs, models, protocol  # noqa: E402
 from tf_contrib_easgd import (  # noqa: E402
     CentreKeepingScaffold,
     CentreWaitingSessionCreator,

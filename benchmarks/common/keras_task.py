@@ -13,7 +13,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmarks import models, protocol  # noqa: E402
+from benchmarks.common import models, protocol  # noqa: E402
 from tf_contrib_easgd import ElasticAverageCallback, cluster_from_hosts  # noqa: E402
 from tf_contrib_easgd.trainer import data  # noqa: E402
 

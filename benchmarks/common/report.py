@@ -18,7 +18,7 @@ import time
 
 from absl import flags
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 ACCURACY_HEADER = "-configuration | workers | -s to 97% (each run) | median s | final accuracy"
 
 

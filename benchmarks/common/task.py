@@ -1,6 +1,7 @@
 """One process of a benchmark cluster: a parameter server, or a worker driven over a pipe.
 
-    python -m benchmarks.task --role=worker --index=1 --cluster='{"ps": [...], ...}' --world=tf1
+    python -m benchmarks.common.task --role=worker --index=1 --world=tf1 \
+        --cluster='{"ps": [...], ...}'
 
 A worker answers the commands of harness.BenchCluster, each a method of `Worker`.
 """
@@ -13,7 +14,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 
-from benchmarks import graphs, models, protocol  # noqa: E402
+from benchmarks.common import graphs, models, protocol  # noqa: E402
 from tf_contrib_easgd.trainer import data  # noqa: E402
 
 #: A step of `sync` waits for the other workers, which may have stopped after the window:
