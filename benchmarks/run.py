@@ -6,9 +6,10 @@
     python -m benchmarks.run --sections=pinned --merge    # the pinned run alone
     python -m benchmarks.run --rerender      # BENCHMARKS.md from OUT/results.json
 
-Sections: loopback.py (throughput, bytes, accuracy, overhead), keras_fit.py, exchange.py,
-shaped.py (shaped, pinned), contrib.py; the block of strategies.py (`make bench-strategies`)
-is kept. Everything a section starts it stops, on error too.
+Sections: throughput.py (with contrib.py's side by side), wire_bytes.py, accuracy.py,
+overhead.py, keras_fit.py, exchange.py, shaped.py (with pinned.py's run) and
+larger_clusters.py; the block of strategies.py (`make bench-strategies`) is kept. Everything
+a section starts it stops, on error too.
 """
 
 import pathlib
@@ -16,8 +17,20 @@ import tempfile
 
 from absl import app, flags
 
-from benchmarks import contrib, exchange, keras_fit, loopback, shaped, strategies_report
+from benchmarks import (
+    accuracy,
+    contrib,
+    exchange,
+    keras_fit,
+    larger_clusters,
+    overhead,
+    shaped,
+    strategies_report,
+    throughput,
+    wire_bytes,
+)
 from benchmarks.common import network, protocol, report
+from benchmarks.common.harness import BenchCluster
 
 SECTIONS = ("throughput", "bytes", "accuracy", "keras", "exchange", "overhead", "shaped",
             "pinned", "contrib")  # fmt: skip
@@ -45,7 +58,20 @@ def measure(results, log):
                    accuracy_target=0.97, models=models)  # fmt: skip
     logs, netns = pathlib.Path(tempfile.mkdtemp(prefix="easgd-bench-logs-")), reason is None
     log(f"netns: {reason or 'yes'}; process logs: {logs}")
-    loopback.measure(results, sections, WORKERS, quick, netns, logs, log)
+    # Sections 1 to 3 share one TF1 cluster over loopback; section 1 adds a TF2 one.
+    if sections & {"throughput", "bytes", "accuracy"}:
+        with BenchCluster(WORKERS, logs / "tf1", netns=netns) as cluster:
+            log(f"cluster up: 1 ps + {WORKERS} workers (tf1), netns {cluster.netns}")
+            if "throughput" in sections:
+                results["throughput"] = throughput.measure_tf1(cluster, quick, log)
+            if "bytes" in sections and netns:
+                results.update(wire_bytes.measure(cluster, quick, log))
+            if "accuracy" in sections:
+                results["accuracy"] = accuracy.measure(cluster, quick, log)
+    if not quick and "throughput" in sections:
+        results["throughput_tf2"] = throughput.measure_tf2(WORKERS, netns, logs, log)
+    if "overhead" in sections:
+        results["overhead"] = overhead.measure(quick, logs, log)
     if "keras" in sections:
         results["keras"] = keras_fit.measure(WORKERS, quick, netns, logs, log)
     if "contrib" in sections:
@@ -58,7 +84,14 @@ def measure(results, log):
 
 def render(results, plots):
     """The Markdown report; `plots`: {name: image path relative to the report}."""
-    rows = loopback.targets(results) + keras_fit.targets(results) + shaped.targets(results)
+    rows = [
+        *throughput.targets(results),
+        *overhead.targets(results),
+        *wire_bytes.targets(results),
+        *accuracy.targets(results),
+        *keras_fit.targets(results),
+        *shaped.targets(results),
+    ]
     status = {None: "skipped", True: "**met**", False: "**not met**"}
     out = [
         "# Benchmarks",
@@ -76,8 +109,12 @@ def render(results, plots):
     ]
     if results["load_before"][0] > (results["machine"]["cores"] or 1):
         out += [OVERLOADED, ""]
-    out += loopback.render(results, plots) + keras_fit.render(results) + exchange.render(results)
-    return "\n".join(out + shaped.render(results, plots)).rstrip() + "\n"
+    out += throughput.render(results, plots)
+    out += contrib.render(results) if "contrib" in results else []
+    out += wire_bytes.render(results) + accuracy.render(results, plots) + overhead.render(results)
+    out += keras_fit.render(results) + exchange.render(results)
+    out += shaped.render(results, plots) + larger_clusters.render(results)
+    return "\n".join(out).rstrip() + "\n"
 
 
 def write(results, out, report_path):
@@ -86,7 +123,8 @@ def write(results, out, report_path):
         names = ("throughput", "accuracy", "shaped_throughput", "shaped_accuracy")
         paths = {name: out / f"{name}.png" for name in names if (out / f"{name}.png").is_file()}
     else:
-        paths = {**loopback.plot(results, out), **shaped.plot(results, out)}
+        paths = {**throughput.plot(results, out), **accuracy.plot(results, out)}
+        paths.update(shaped.plot(results, out))
     plots = {name: report.relative(path, report_path.parent) for name, path in paths.items()}
     # `make bench-strategies` writes a block of its own into the report: kept as it was.
     kept = strategies_report.kept_block(report_path)

@@ -1,20 +1,18 @@
-"""Sections 5 and 6 of BENCHMARKS.md: a shaped network, and the cost model beyond it.
+"""Section 5 of BENCHMARKS.md, a shaped network: each task a host, its link rate-limited.
 
 Each task runs on a host of its own whose link `tc` limits (`BenchCluster(rate=...)`):
 every configuration's throughput and the bytes on the ps's link, interleaved, at 1 Gbit/s
-and 100 Mbit/s, and time to accuracy; "pinned" (pinned.py): one worker on a core of its
-own, the ps on the other, at 1 Gbit/s. Section 6 fits the cost model's link efficiency on them
-(its CPU costs from `make bench-scale`) and predicts larger clusters.
+and 100 Mbit/s, and time to accuracy. Its subsection "pinned" (pinned.py, measured from
+here): one worker on a core of its own, the ps on the other, at 1 Gbit/s. Beside each
+measurement, the cost model of section 6 (larger_clusters.py) fitted on them.
 """
 
-import json
-import pathlib
 import statistics
 
 import numpy as np
 
-from benchmarks import pinned
-from benchmarks.common import cost_model, network, protocol, report
+from benchmarks import larger_clusters, pinned
+from benchmarks.common import cost_model, network, report
 from benchmarks.common.harness import BenchCluster, throughput, time_to_accuracy
 from benchmarks.common.network import rate_bits_per_sec
 from benchmarks.common.report import median_of, num, per_round_ratio, table
@@ -41,10 +39,6 @@ QUICK_ACCURACY = {"1gbit": ((("async", None), (EASGD_TRAIN, None)), 1, 10.0)}
 #: Per rate: (rounds, seconds of a window, of warm-up before it); --quick: the first only.
 WINDOWS = {"1gbit": (3, 8.0, 3.0), "100mbit": (2, 15.0, 6.0)}
 QUICK_WINDOWS = {"1gbit": (1, 4.0, 2.0)}
-SCALE_RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "scale.json"
-#: Section 6's larger clusters: link rates (bits/s), ps tasks (of 4 cores), workers.
-PREDICTED_RATES, PREDICTED_PS, PREDICTED_WORKERS = (10e9, 25e9), (1, 4), (8, 64, 256)
-PREDICTED_CONFIGS = ("async", "sync", "easgd-10", "easgd-64", "easgd-10-overlap")
 
 
 def measure(run, sections, model, workers, logs, log):
@@ -77,50 +71,20 @@ def rate_text(rate):
     return f"{bits / 1e9:g} Gbit/s" if bits >= 1e9 else f"{bits / 1e6:g} Mbit/s"
 
 
-def _box(results, rate, workers):
-    """The shaped cluster as the cost model sees it: every task on the machine's cores."""
-    cores = results.get("machine", {}).get("cores") or 2
-    return cost_model.Cluster(rate_bits_per_sec(rate), workers, 1, shared_cores=cores)
-
-
-def measured_costs(path=SCALE_RESULTS):
-    """The CPU of an exchange `make bench-scale` measured without reuse_freed_memory, per
-    byte on each side, and its commit; no CPU without it."""
-    try:
-        scale = json.loads(pathlib.Path(path).read_text())
-        row = scale["constants_untuned"]
-    except (OSError, KeyError, ValueError):
-        return cost_model.Costs(), None
-    moved = 2 * 4 * protocol.MODELS[row["model"]].num_params * row["exchanges"]
-    worker, ps = row["hosts_cpu"] / moved, sum(row["ps_cpu"]) / moved
-    return cost_model.Costs(worker_byte_secs=worker, ps_byte_secs=ps), scale["revision"]["commit"]
-
-
-def fitted(results):
-    """The cost model's `Costs` for the shaped runs: the measured CPU, the fitted link."""
-    section, rows = results["shaped"], []
-    for rate, measured in section["rates"].items():
-        box, by_config = _box(results, rate, section["workers"]), measured["throughput"]
-        compute = 1.0 / median_of(by_config, "local")
-        for config in by_config:
-            median = median_of(by_config, config)
-            if config != "local" and median > 0:
-                rows.append((config, compute, box, 1.0 / median))
-    model_bytes = 4.0 * results["models"][section["model"]]["params"]
-    return cost_model.fit_link_efficiency(rows, model_bytes, measured_costs()[0])
-
-
 def render(results, plots):
-    """The Markdown of sections 5 (with the pinned run) and 6."""
+    """The Markdown of section 5, with the pinned run."""
     out = ["## 5. A shaped network: each task a host, its link rate-limited", ""]
     section = results.get("shaped", {})
     if "rates" not in section:
         return [*out, f"Skipped: {section.get('skipped', 'not run')}.", ""]
     params = results["models"][section["model"]]["params"]
-    rates, fit = section["rates"], fitted(results)
+    rates, fit = section["rates"], larger_clusters.fitted(results)
     rows = {c: [c] for m in rates.values() for c in m["throughput"]}
     for rate, measured in rates.items():
-        by_config, box = measured["throughput"], _box(results, rate, section["workers"])
+        by_config, box = (
+            measured["throughput"],
+            larger_clusters.box(results, rate, section["workers"]),
+        )
         compute = 1 / median_of(by_config, "local")
         for config, row in rows.items():
             steps, ratio = median_of(by_config, config), per_round_ratio(by_config, config, "async")
@@ -145,32 +109,7 @@ def render(results, plots):
     if accuracy:
         header = f"-link | {report.ACCURACY_HEADER}"
         out += ["Time to accuracy (digits, as section 3):", "", table(header, accuracy), ""]
-    return out + _model(results, params, fit)
-
-
-def _model(results, params, fit):
-    """Section 6: the cost model's predictions for larger clusters."""
-    first = next(iter(results["shaped"]["rates"].values()))
-    compute, rows = 1 / median_of(first["throughput"], "local"), []
-    for config in PREDICTED_CONFIGS:
-        for ps_tasks in PREDICTED_PS:
-            cells = [config, ps_tasks]
-            for rate in PREDICTED_RATES:
-                one = cost_model.Cluster(rate, 1, ps_tasks, ps_cores=4)
-                limit = cost_model.scaling_limit(config, compute, 4.0 * params, one, fit)
-                cells.append("> 100,000" if limit is None else f"{limit:,}")
-            for workers in PREDICTED_WORKERS:
-                box = cost_model.Cluster(10e9, workers, ps_tasks, ps_cores=4)
-                cells.append(
-                    f"{1 / cost_model.step_time(config, compute, 4.0 * params, box, fit):.1f}"
-                )
-            rows.append(cells)
-    header = "-algorithm | ps tasks | slows at W (10 Gbit/s) | slows at W (25 Gbit/s) | "
-    header += " | ".join(f"steps/s, W={w}" for w in PREDICTED_WORKERS)
-    text = MODEL.format(worker=fit.worker_byte_secs * 1e9, ps=fit.ps_byte_secs * 1e9,
-                        e=fit.link_efficiency, commit=measured_costs()[1] or "none (no scale.json)",
-                        compute=compute * 1e3)  # fmt: skip
-    return ["## 6. A cost model, and larger clusters", "", text, "", table(header, rows), ""]
+    return out
 
 
 def targets(results):
@@ -228,11 +167,11 @@ def plot(results, out):
     section, paths = results.get("shaped", {}), {}
     if "rates" not in section:
         return paths
-    rates, fit = section["rates"], fitted(results)
+    rates, fit = section["rates"], larger_clusters.fitted(results)
     params = results["models"][section["model"]]["params"]
     compute = 1.0 / statistics.median(median_of(m["throughput"], "local") for m in rates.values())
     grid = np.geomspace(5e7, 3e10, 60)
-    boxes = [_box(results, f"{bits:.0f}bit", section["workers"]) for bits in grid]
+    boxes = [larger_clusters.box(results, f"{bits:.0f}bit", section["workers"]) for bits in grid]
     figure, axis = report.pyplot().subplots(figsize=(7.5, 4.6))
     for index, config in enumerate(next(iter(rates.values()))["throughput"]):
         measured = {r: m["throughput"] for r, m in rates.items() if config in m["throughput"]}
@@ -255,10 +194,3 @@ Each task on a host of its own, its link limited with `tc` (the ps's shared by t
 {workers} workers); else as section 1. "MB on link": the ps's, a local step (at 100 Mbit/s a
 window holds 6-9 exchanges of a worker, so the one in flight at each edge moves it by 10-15 %);
 "model": section 6."""
-MODEL = """\
-`benchmarks/common/cost_model.py` (docs/SCALING.md) with the CPU of an exchange from
-`make bench-scale` at commit {commit} ({worker:.2f} ns a byte on the worker, {ps:.2f} on the
-ps), link efficiency e = {e:.2f} fitted on section 5, c = {compute:.1f} ms of compute, a
-machine per task (ps of 4 cores), no crowding (SCALING.md's rule adds it: these are upper
-bounds past a few workers). "Slows at W": the fewest workers at which a worker falls below
-0.9 x its speed alone."""
