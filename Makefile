@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-unit test-tf215 test-contrib bazel-test lint format demo bench bench-quick bench-contrib clean
+.PHONY: venv test test-unit test-tf215 test-contrib bazel-test lint format demo bench bench-quick clean
 
 venv: $(STAMP)
 
@@ -107,14 +107,17 @@ bazel-test: $(BAZEL_VENV)/.installed
 demo: $(STAMP)
 	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/easgd-train
 
-# The benchmark suite (benchmarks/, BENCHMARKS.md); never part of `make test`. The
-# bytes-on-the-wire section needs root and `ip netns` (a private network namespace), the
-# shaped network also `tc`; without them they are skipped with a message. The side by side with the original contrib needs
-# .venv-tf115 (`make test-contrib` builds it); without it, it is skipped with a message.
-# `make bench` (52 min at 28a3faf) rewrites BENCHMARKS.md and benchmarks/results/;
-# `make bench-quick` is a smoke run under 5 min writing to a temp folder; `make bench-contrib`
-# (~5 min) measures the side by side with contrib alone and merges it into
+# The benchmark suite (benchmarks/, BENCHMARKS.md; benchmarks/README.md maps each section to
+# its module and target); never part of `make test`. The bytes-on-the-wire section needs
+# root and `ip netns` (a private network namespace), the shaped network and the pinned run
+# also `tc`; without them they are skipped with a message. The side by side with the
+# original contrib needs .venv-tf115 (`make test-contrib` builds it); without it, it is
+# skipped with a message. `make bench` (52 min at 28a3faf) runs every section and rewrites
+# BENCHMARKS.md and benchmarks/results/; `make bench-quick` is a smoke run under 5 min
+# writing to a temp folder. `make bench-SECTION` measures one section alone (the name under
+# its heading in BENCHMARKS.md; bench-contrib ~5 min) and merges it into
 # benchmarks/results/results.json and BENCHMARKS.md, keeping the other sections' figures.
+BENCH_SECTIONS := throughput bytes accuracy overhead keras exchange shaped pinned contrib
 BENCH_STAMP := $(VENV)/.installed-bench
 
 $(BENCH_STAMP): $(STAMP)
@@ -127,8 +130,9 @@ bench: $(BENCH_STAMP)
 bench-quick: $(BENCH_STAMP)
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m benchmarks.run --quick
 
-bench-contrib: $(BENCH_STAMP)
-	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m benchmarks.run --sections=contrib --merge \
+.PHONY: $(addprefix bench-,$(BENCH_SECTIONS))
+$(addprefix bench-,$(BENCH_SECTIONS)): bench-%: $(BENCH_STAMP)
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m benchmarks.run --sections=$* --merge \
 	  --out=benchmarks/results --report=BENCHMARKS.md
 
 # `make bench-tuning` (~17 min) measures the grid of communication period, moving rate and

@@ -29,7 +29,9 @@ def render(results, plots):
     if "accuracy" not in results:
         return []
     rows = report.accuracy_rows(results["accuracy"])
-    out = ["## 3. Time to accuracy", "", ACCURACY, "", table(report.ACCURACY_HEADER, rows), ""]
+    made = report.made_by(results, "accuracy", "accuracy")
+    out = ["## 3. Time to accuracy", "", made, "", ACCURACY, ""]
+    out += [table(report.ACCURACY_HEADER, rows), ""]
     return out + ([f"![learning curves]({plots['accuracy']})", ""] if "accuracy" in plots else [])
 
 

@@ -18,6 +18,7 @@ from benchmarks.common import protocol
 from benchmarks.common.harness import BenchCluster, interleaved, timed_window
 from benchmarks.common.report import (
     ROOT,
+    made_by,
     num,
     own_run,
     per_round,
@@ -106,7 +107,8 @@ def ratio_of_ratios(section):
 def render(results):
     """The side by side's lines, within section 1."""
     section = results["contrib"]
-    out = ["### Side by side with contrib on TensorFlow 1.15", ""]
+    made = made_by(results, "contrib", "contrib")
+    out = ["### Side by side with contrib on TensorFlow 1.15", "", made, ""]
     if "skipped" in section:
         return [*out, f"Skipped: {section['skipped']}.", ""]
     run, versions, rows = section["run"], section["versions"], []

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from benchmarks.common import protocol
+from benchmarks.common import protocol, report
 from benchmarks.common.harness import BenchCluster, interleaved
 from benchmarks.common.report import table
 
@@ -128,7 +128,8 @@ def render(results):
         f"medians of interleaved rounds; CPU per MB the exchange puts on the wire, against "
         f"memcpy's {section['memcpy_gb_per_sec']:.1f} GB/s here."
     )
-    out = ["## The exchange at its floor", "", text, "", table(header, rows), ""]
+    made = report.made_by(results, "exchange", "exchange")
+    out = ["## The exchange at its floor", "", made, "", text, "", table(header, rows), ""]
     arithmetic = arithmetic_ms(results)
     if arithmetic is not None:
         out += [

@@ -51,7 +51,9 @@ def render(results):
         rows.append(f"{config} | {steps} | {ratio} | {accuracy.get(config, '- | - | - | -')}")
     header = "-configuration | steps/s | x keras-fit | workers | -s to 97% (each run) | median s | "
     header += "final accuracy"
-    return ["## Keras model.fit", "", KERAS, "", report.table(header, rows), ""] + _floor(results)
+    made = report.made_by(results, "keras", "keras_fit")
+    out = ["## Keras model.fit", "", made, "", KERAS, "", report.table(header, rows), ""]
+    return out + _floor(results)
 
 
 def _floor(results):

@@ -79,9 +79,22 @@ def render(results):
     text = MODEL.format(worker=fit.worker_byte_secs * 1e9, ps=fit.ps_byte_secs * 1e9,
                         e=fit.link_efficiency, commit=measured_costs()[1] or "none (no scale.json)",
                         compute=compute * 1e3)  # fmt: skip
-    return ["## 6. A cost model, and larger clusters", "", text, "", table(header, rows), ""]
+    return [
+        "## 6. A cost model, and larger clusters",
+        "",
+        MADE,
+        "",
+        text,
+        "",
+        table(header, rows),
+        "",
+    ]
 
 
+MADE = (
+    "Made by `benchmarks/larger_clusters.py` from section 5's runs (`make bench-shaped`) and "
+    "the CPU of an exchange that `make bench-scale` measured; it measures nothing itself."
+)
 MODEL = """\
 `benchmarks/common/cost_model.py` (docs/SCALING.md) with the CPU of an exchange from
 `make bench-scale` at commit {commit} ({worker:.2f} ns a byte on the worker, {ps:.2f} on the

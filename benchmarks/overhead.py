@@ -8,7 +8,7 @@ costs several percent, at most the empty cond's overhead + 2 points.
 
 import statistics
 
-from benchmarks.common import protocol
+from benchmarks.common import protocol, report
 from benchmarks.common.harness import BenchCluster
 from benchmarks.common.report import table
 
@@ -62,7 +62,8 @@ def render(results):
             rows.append(f"{world} | {model} | {m['sgd'] * 1e3:.3f} | {m['easgd'] * 1e3:.3f} | "
                         f"{easgd * 100:+.1f} % | {cond * 100:+.1f} %")  # fmt: skip
     header = "-world | -model | SGD ms/step | EASGD ms/step | EASGD overhead | empty cond's"
-    return ["## 4. Per-step overhead", "", OVERHEAD, "", table(header, rows), ""]
+    made = report.made_by(results, "overhead", "overhead")
+    return ["## 4. Per-step overhead", "", made, "", OVERHEAD, "", table(header, rows), ""]
 
 
 def targets(results):

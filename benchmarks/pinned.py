@@ -86,8 +86,19 @@ def _share(windows, task):
     return statistics.median(w["cpu_share"][task] for w in windows)
 
 
+def section(results):
+    """The Markdown of the pinned run's subsection of section 5, where run."""
+    if "pinned" not in results:
+        return []
+    pinned, made = results["pinned"], report.made_by(results, "pinned", "pinned")
+    out = ["### One worker on a core of its own", "", made, ""]
+    if "throughput" not in pinned:
+        return [*out, f"Skipped: {pinned['skipped']}.", ""]
+    return out + render(pinned, results)
+
+
 def render(pinned, results):
-    """The Markdown of the pinned run."""
+    """The Markdown of the pinned run's figures."""
     by_config, worker = pinned["throughput"], f"worker{TESTED}"
     references = [w["reference"] for windows in by_config.values() for w in windows]
     label = f"{REFERENCE} (reference, worker {REFERENCE_WORKER})"

@@ -2,8 +2,7 @@
 
     python -m benchmarks.run                 # make bench: every section (~52 minutes)
     python -m benchmarks.run --quick         # make bench-quick: every section, under 5 minutes
-    python -m benchmarks.run --sections=contrib --merge   # make bench-contrib
-    python -m benchmarks.run --sections=pinned --merge    # the pinned run alone
+    python -m benchmarks.run --sections=S --merge    # make bench-S: section S alone, merged
     python -m benchmarks.run --rerender      # BENCHMARKS.md from OUT/results.json
 
 Sections: throughput.py (with contrib.py's side by side), wire_bytes.py, accuracy.py,
@@ -12,6 +11,7 @@ larger_clusters.py; the block of strategies.py (`make bench-strategies`) is kept
 a section starts it stops, on error too.
 """
 
+import functools
 import pathlib
 import tempfile
 
@@ -24,6 +24,7 @@ from benchmarks import (
     keras_fit,
     larger_clusters,
     overhead,
+    pinned,
     shaped,
     strategies_report,
     throughput,
@@ -35,17 +36,14 @@ from benchmarks.common.harness import BenchCluster
 SECTIONS = ("throughput", "bytes", "accuracy", "keras", "exchange", "overhead", "shaped",
             "pinned", "contrib")  # fmt: skip
 WORKERS = 2
-report.define_flags("results", "BENCHMARKS.md")
-flags.DEFINE_list("sections", list(SECTIONS), f"Sections to run, of {', '.join(SECTIONS)}.")
-flags.register_validator("sections", lambda names: set(names) <= set(SECTIONS),
-                         f"Sections are {', '.join(SECTIONS)}.")  # fmt: skip
-flags.DEFINE_string("contrib_python", None, "Python of TensorFlow 1.15 with tf.contrib "
-                    "(default: .venv-tf115/bin/python of the checkout).")  # fmt: skip
-#: The sections `--merge` may measure alone, each naming its own run in the report.
-MERGEABLE = ("contrib", "pinned")
-flags.DEFINE_bool("merge", False, f"With --sections of {', '.join(MERGEABLE)}: keep the other "
-                  "sections of OUT/results.json and re-render the report with them.")  # fmt: skip
 FLAGS = flags.FLAGS
+#: Each section's keys of the results (the others are the run's: command, machine, ...).
+KEYS = {section: (section,) for section in SECTIONS}
+KEYS.update(throughput=("throughput", "throughput_tf2"), bytes=("bytes", "bytes_window"))
+#: The sections whose results keep the run that measured them (their text says which).
+OWN_RUN = ("contrib", "pinned")
+#: The plots each section draws; with --merge, the others' are kept as they are.
+PLOTS = {"throughput": throughput.plot, "accuracy": accuracy.plot, "shaped": shaped.plot}
 
 
 def measure(results, log):
@@ -104,6 +102,8 @@ def render(results, plots):
         "",
         "## Targets",
         "",
+        "Made by `benchmarks/run.py` from every section's targets; `make bench` measures them all.",
+        "",
         report.table("-target | -measured | -status", [(t, m, status[f]) for t, m, f in rows]),
         "",
     ]
@@ -113,18 +113,31 @@ def render(results, plots):
     out += contrib.render(results) if "contrib" in results else []
     out += wire_bytes.render(results) + accuracy.render(results, plots) + overhead.render(results)
     out += keras_fit.render(results) + exchange.render(results)
-    out += shaped.render(results, plots) + larger_clusters.render(results)
+    out += shaped.render(results, plots) + pinned.section(results) + larger_clusters.render(results)
     return "\n".join(out).rstrip() + "\n"
 
 
+def merge(saved, results, sections):
+    """`saved` (OUT/results.json) with `sections` measured anew in `results`, each of them
+    remembering this run (`section_runs`) where its results do not."""
+    keys = {key for section in sections for key in KEYS[section]}
+    merged = {key: value for key, value in saved.items() if key not in keys}
+    merged.update({key: results[key] for key in keys if key in results})
+    runs = {s: run for s, run in saved.get("section_runs", {}).items() if s not in sections}
+    runs.update({s: report.own_run(results) for s in sections if s not in OWN_RUN})
+    return {**merged, "section_runs": runs} if runs else merged
+
+
 def write(results, out, report_path):
-    """Draws the plots into `out` (with --merge, keeps those there) and writes the report."""
+    """Draws the plots into `out` (with --merge, only those of the sections measured, the
+    others' kept as they are there) and writes the report."""
+    paths, drawn = {}, PLOTS
     if FLAGS.merge:
         names = ("throughput", "accuracy", "shaped_throughput", "shaped_accuracy")
         paths = {name: out / f"{name}.png" for name in names if (out / f"{name}.png").is_file()}
-    else:
-        paths = {**throughput.plot(results, out), **accuracy.plot(results, out)}
-        paths.update(shaped.plot(results, out))
+        drawn = () if FLAGS.rerender else [s for s in FLAGS.sections if s in PLOTS]
+    for section in drawn:
+        paths.update(PLOTS[section](results, out))
     plots = {name: report.relative(path, report_path.parent) for name, path in paths.items()}
     # `make bench-strategies` writes a block of its own into the report: kept as it was.
     kept = strategies_report.kept_block(report_path)
@@ -133,9 +146,7 @@ def write(results, out, report_path):
 
 def main(argv):
     del argv  # Unused: the results record the whole command line.
-    if FLAGS.merge and not set(FLAGS.sections) <= set(MERGEABLE):
-        raise app.UsageError(f"--merge takes --sections of {', '.join(MERGEABLE)} only")
-    update = tuple(FLAGS.sections) if FLAGS.merge else None
+    update = functools.partial(merge, sections=FLAGS.sections) if FLAGS.merge else None
     log_name = f"run-{'-'.join(FLAGS.sections)}.log" if FLAGS.merge else "run.log"
     report.drive("benchmarks.run", "results", "BENCHMARKS.md", measure, write, log_name, update)
 
@@ -145,5 +156,20 @@ OVERLOADED = (
     "per-round ratios and the byte counts more than absolute steps/s."
 )
 
+
+def define_flags():
+    """The flags of `main`: defined when run, not at import (the tests import this module
+    beside others that define --out and --report)."""
+    report.define_flags("results", "BENCHMARKS.md")
+    flags.DEFINE_list("sections", list(SECTIONS), f"Sections to run, of {', '.join(SECTIONS)}.")
+    flags.register_validator("sections", lambda names: set(names) <= set(SECTIONS),
+                             f"Sections are {', '.join(SECTIONS)}.")  # fmt: skip
+    flags.DEFINE_string("contrib_python", None, "Python of TensorFlow 1.15 with tf.contrib "
+                        "(default: .venv-tf115/bin/python of the checkout).")  # fmt: skip
+    flags.DEFINE_bool("merge", False, "Keep the sections not in --sections of OUT/results.json "
+                      "and re-render the report with them (make bench-SECTION).")  # fmt: skip
+
+
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

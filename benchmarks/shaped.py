@@ -72,8 +72,9 @@ def rate_text(rate):
 
 
 def render(results, plots):
-    """The Markdown of section 5, with the pinned run."""
-    out = ["## 5. A shaped network: each task a host, its link rate-limited", ""]
+    """The Markdown of section 5 (its pinned run is pinned.py's subsection)."""
+    made = report.made_by(results, "shaped", "shaped")
+    out = ["## 5. A shaped network: each task a host, its link rate-limited", "", made, ""]
     section = results.get("shaped", {})
     if "rates" not in section:
         return [*out, f"Skipped: {section.get('skipped', 'not run')}.", ""]
@@ -81,10 +82,8 @@ def render(results, plots):
     rates, fit = section["rates"], larger_clusters.fitted(results)
     rows = {c: [c] for m in rates.values() for c in m["throughput"]}
     for rate, measured in rates.items():
-        by_config, box = (
-            measured["throughput"],
-            larger_clusters.box(results, rate, section["workers"]),
-        )
+        by_config = measured["throughput"]
+        box = larger_clusters.box(results, rate, section["workers"])
         compute = 1 / median_of(by_config, "local")
         for config, row in rows.items():
             steps, ratio = median_of(by_config, config), per_round_ratio(by_config, config, "async")
@@ -97,11 +96,6 @@ def render(results, plots):
     out += [SHAPED.format(workers=section["workers"]), "", table(header, rows.values()), ""]
     if "shaped_throughput" in plots:
         out += [f"![steps/s against bandwidth]({plots['shaped_throughput']})", ""]
-    measured_pinned = results.get("pinned")
-    if measured_pinned and "throughput" in measured_pinned:
-        out += pinned.render(measured_pinned, results)
-    elif measured_pinned:
-        out += [f"Pinned run skipped: {measured_pinned['skipped']}.", ""]
     accuracy = []
     for rate, measured in rates.items():
         if "accuracy" in measured:

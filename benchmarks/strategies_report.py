@@ -163,8 +163,9 @@ def block(results):
     out = [
         BEGIN,
         "",
-        "## Against TF 2's strategies: PSS, MWMS, the callback, "
-        "easgd-train (`benchmarks/strategies.py`, `make bench-strategies`)",
+        "## Against TF 2's strategies: PSS, MWMS, the callback, easgd-train",
+        "",
+        report.made_by(results, "strategies", "strategies") + " `make bench` keeps this block.",
         "",
         *report.header(results, "make bench-strategies"),
         "",

@@ -74,7 +74,8 @@ def render(results, plots):
         rows.append([*cells, num(per_round_ratio(panels[0][1], config, "async"), 2)])
     names = " | ".join(f"{name} steps/s | x local" for name, _ in panels)
     header = f"-configuration | {names} | x async ({panels[0][0]})"
-    out = ["## 1. Worker throughput", "", THROUGHPUT, "", table(header, rows), ""]
+    made = report.made_by(results, "throughput", "throughput")
+    out = ["## 1. Worker throughput", "", made, "", THROUGHPUT, "", table(header, rows), ""]
     return out + ([f"![throughput]({plots['throughput']})", ""] if "throughput" in plots else [])
 
 

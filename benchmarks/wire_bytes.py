@@ -7,6 +7,7 @@ algorithm must move (the model both ways a step for async SGD, an exchange for E
 """
 
 from benchmarks import throughput
+from benchmarks.common import report
 from benchmarks.common.report import num, table
 
 QUICK_CONFIGS = ("local", "async", "easgd-10", "easgd-64")
@@ -52,7 +53,8 @@ def _theory(results, config):
 
 def render(results):
     """The Markdown of section 2, or why it was skipped."""
-    out = ["## 2. Bytes on the wire per local step", ""]
+    made = report.made_by(results, "bytes", "wire_bytes")
+    out = ["## 2. Bytes on the wire per local step", "", made, ""]
     if "bytes" not in results:
         return [*out, f"Skipped: {results.get('netns_skip_reason') or 'not run'}.", ""]
     base, rows = results["bytes"].get("local", 0.0), []

@@ -83,6 +83,15 @@ def where_measured(run, results):
     return f"in a run of its own (`{command_text(run['command'])}`, {run['date']}, {revision})"
 
 
+def made_by(results, section, module):
+    """The line under a section's heading: the module that makes it and the make target that
+    measures it alone, `make bench-<section>`; if that target measured it after the rest
+    (`results["section_runs"]`, their `own_run`s), which run."""
+    line = f"Made by `benchmarks/{module}.py`; measured alone by `make bench-{section}`."
+    run = results.get("section_runs", {}).get(section)
+    return line + (f" Measured {where_measured(run, results)}." if run else "")
+
+
 def header(results, make_target):
     """The Markdown line naming the commit measured, the command, date, machine and load."""
     machine, load = results["machine"], results.get("load_after")
@@ -111,8 +120,9 @@ def define_flags(name, report):
 
 def drive(module, name, report, measure, write, log_name=None, update=None):
     """A driver's main: re-renders `report` from OUT/`name`.json (--rerender), or runs
-    `measure(results, log)`, saves the results (with `update`, only those keys replace
-    the saved ones) and the log (OUT/`log_name`), and calls `write(results, out, path)`."""
+    `measure(results, log)`, saves the results (with `update`, what `update(saved, results)`
+    makes of the saved ones and these) and the log (OUT/`log_name`), and calls
+    `write(results, out, path)`."""
     quick, report = flags.FLAGS.quick, pathlib.Path(report)
     temp = pathlib.Path(tempfile.gettempdir()) / f"easgd-bench-{report.stem.lower()}-quick"
     out = pathlib.Path(flags.FLAGS.out or (temp if quick else ROOT / "benchmarks" / "results"))
@@ -135,7 +145,7 @@ def drive(module, name, report, measure, write, log_name=None, update=None):
     measure(results, log)
     results.update(load_after=os.getloadavg(), duration_secs=time.time() - started)
     if update:
-        results = {**json.loads(saved.read_text()), **{key: results[key] for key in update}}
+        results = update(json.loads(saved.read_text()), results)
     saved.write_text(json.dumps(results, indent=1))
     (out / (log_name or f"{name}.log")).write_text("\n".join(lines) + "\n")
     write(results, out, path)
