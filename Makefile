@@ -15,15 +15,18 @@ $(STAMP): setup.py pyproject.toml constraints.txt
 	$(PIP) install --quiet -c constraints.txt -e '.[test,train,migrate,legacy-keras]'
 	touch $(STAMP)
 
-# Two runs: every test but the e2e tier on both cores (pytest-xdist), then the e2e tier
-# alone, whose ps/worker processes need the cores. Exit code 5 (PYTEST_ARGS selected
-# nothing in a run) is no failure.
+# Two runs, each on both cores (pytest-xdist): every test but the e2e tier, then the e2e
+# tier, two tests at a time (a test's ps/worker processes keep ~1.3 cores busy on average:
+# much of an e2e test is TensorFlow's start-up and waits). Tests that share a costly
+# fixture (the contrib oracle, one Slurm) name an xdist_group. Exit code 5 (PYTEST_ARGS
+# selected nothing in a run) is no failure.
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -m "not e2e" -n 2 --dist loadgroup $(PYTEST_ARGS) \
 	  || [ $$? -eq 5 ]
-	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -m e2e $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest -m e2e -n 2 --dist loadgroup $(PYTEST_ARGS) \
+	  || [ $$? -eq 5 ]
 
 # The unit tests, lint first: those marked neither `cluster` (in-process gRPC servers), nor
 # `e2e` (ps/worker OS processes), nor `subprocess` (a console script, a fresh interpreter).

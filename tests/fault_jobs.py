@@ -70,13 +70,29 @@ class Job:
         self.wait_for(name, lambda e: e["event"] == "progress" and e["step"] >= step, step)
 
     def wait_for(self, name, condition, what):
-        """Streams output until task `name` reports an event for which `condition` holds."""
+        """Streams output until task `name` reports an event for which `condition` holds,
+        or returns at once if it has (a wait for another task may have read it)."""
+        if any(e["task"] == name and condition(e) for e in self.events):
+            return
 
         def seen(task_spec, line):
             event = progress.parse_event(line)
             return task_spec.name == name and event is not None and condition(event)
 
         assert self.cluster.wait_for_line(seen, DEADLINE_SECS), f"{name} never reached {what}"
+
+    def hold(self, name, step, until, until_step):
+        """Freezes task `name` (SIGSTOP) once it reports local step `step`, until task `until`
+        reports `until_step`: a worker that started seconds earlier (the other's TensorFlow
+        import is slower on a busy machine) may otherwise finish before the other gets going.
+        A pause of a worker is one of the schedules EASGD allows (a slow worker)."""
+        self.wait_for_step(name, step)
+        child = self.child(name)
+        child.signal(signal.SIGSTOP)
+        try:
+            self.wait_for_step(until, until_step)
+        finally:
+            child.signal(signal.SIGCONT)
 
     def kill(self, name):
         """SIGKILLs task `name` and waits until it is gone."""

@@ -110,8 +110,11 @@ CHECKPOINT_SCENARIO = "checkpoint_momentum_period2"
 
 
 def oracle_test(function):
-    """Marks a test that runs the oracle's processes (TF 1.15 and this package)."""
-    function = pytest.mark.timeout(TEST_TIMEOUT_SECS)(function)
+    """Marks a test that runs the oracle's processes (TF 1.15 and this package), on the
+    pytest-xdist worker of test_contrib_oracle.py, whose oracle run it shares."""
+    function = pytest.mark.xdist_group("contrib_oracle")(
+        pytest.mark.timeout(TEST_TIMEOUT_SECS)(function)
+    )
     return pytest.mark.cluster(pytest.mark.e2e(function))
 
 

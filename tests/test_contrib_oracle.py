@@ -32,6 +32,9 @@ from contrib_scenarios import BY_NAME, SCENARIOS
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.cluster,
+    # One oracle run per process serves this file and test_checkpoint_compat.py: under
+    # pytest-xdist (`make test`) the group keeps them on one worker.
+    pytest.mark.xdist_group("contrib_oracle"),
     pytest.mark.timeout(contrib_oracle.TEST_TIMEOUT_SECS),
 ]
 

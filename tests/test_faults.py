@@ -152,7 +152,9 @@ def test_a_finished_worker_trains_again_what_a_restarted_ps_lost(tmp_path):
     # it trains those steps again instead of leaving with them lost.
     with Job(tmp_path, "--save_checkpoint_steps=400") as job:
         job.start()
-        job.wait_for_step("worker 1", 300)  # Before the chief's checkpoint at 400.
+        # Worker 1 at 300 before the chief's checkpoint at 400 (the chief waits at 300 for
+        # it), and both mid-training when the chief stops at 450.
+        job.hold("worker 0", 300, "worker 1", 300)
         job.wait_for_step("worker 0", 450)
         chief = job.child("worker 0")
         chief.signal(signal.SIGSTOP)
@@ -228,8 +230,7 @@ def test_a_frozen_ps_holds_the_workers_until_it_runs_again(tmp_path):
     # answers. Each worker waits in its next exchange (docs/RELIABILITY.md, "Partitions").
     with Job(tmp_path, f"--stall_report_secs={STALL_REPORT_SECS}") as job:
         job.start()
-        job.wait_for_step("worker 1", 200)
-        job.wait_for_step("worker 0", 200)
+        job.hold("worker 0", 200, "worker 1", 200)  # Both mid-training when the ps stops.
         ps = job.child("ps 0")
         ps.signal(signal.SIGSTOP)
         frozen = time.time()

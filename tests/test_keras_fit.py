@@ -32,6 +32,15 @@ def _run(model_dir, *flags):
     return job, summary
 
 
+@pytest.fixture(scope="module")
+def tf1_summary(tmp_path_factory):
+    """The yardstick: the same job with --api=tf1, once for both Keras runs."""
+    _, summary = _run(tmp_path_factory.mktemp("tf1"))
+    return summary
+
+
+# Both Keras runs on one pytest-xdist worker (`make test`): one yardstick job for both.
+@pytest.mark.xdist_group("keras_fit_yardstick")
 @pytest.mark.parametrize(
     "keras",
     [
@@ -44,8 +53,10 @@ def _run(model_dir, *flags):
         ),
     ],
 )
-def test_model_fit_reaches_the_centre_accuracy_of_the_tf1_job(tmp_path, monkeypatch, keras):
-    _, tf1 = _run(tmp_path / "tf1")
+def test_model_fit_reaches_the_centre_accuracy_of_the_tf1_job(
+    tmp_path, monkeypatch, keras, tf1_summary
+):
+    tf1 = tf1_summary
     if keras == "tf_keras":
         monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1")  # The children's tf.keras.
     job, summary = _run(tmp_path / "keras", "--api=keras")

@@ -282,12 +282,10 @@ def run_task(plan, started_at, progress_format):
         task_runner.run(
             plan.task, plan.config, reporter, started_at, rejoin=process.restart_this_process
         )
-    except (TimeoutError, files.SaveError) as error:
+    # A UsageError here: the chief's checkpoints, none restores or they are another job's.
+    except (TimeoutError, files.SaveError, UsageError) as error:
         print(f"easgd-train: {plan.task.name}: error: {error}", file=sys.stderr, flush=True)
-        return EXIT_FAILED
-    except UsageError as error:  # The chief's checkpoints: none restores, or another job's.
-        print(f"easgd-train: {plan.task.name}: error: {error}", file=sys.stderr, flush=True)
-        return EXIT_USAGE
+        return EXIT_USAGE if isinstance(error, UsageError) else EXIT_FAILED
     return 0
 
 

@@ -55,26 +55,49 @@ def save_checkpoint(sess, g, model_dir):
             still restores.
     """
     prefix = os.path.join(model_dir, files.CHECKPOINT_PREFIX)
-    try:
+    with _save_errors(f"write a checkpoint to {model_dir}", model_dir, prefix):
         return g.saver.save(
             raw_session(sess), prefix, global_step=g.global_step, write_meta_graph=False
         )
+
+
+def export_centre(sess, g, model_dir):
+    """Saves the centre under the plain model's variable names (`swapping_saver`).
+
+    Returns:
+        The export's path prefix, `model_dir/export/centre`.
+
+    Raises:
+        files.SaveError: as `save_checkpoint` does.
+    """
+    export_dir = os.path.join(model_dir, files.EXPORT_DIR)
+    with _save_errors(f"export the centre to {export_dir}", model_dir):
+        return g.export_saver.save(
+            raw_session(sess),
+            os.path.join(export_dir, files.EXPORT_PREFIX),
+            write_meta_graph=False,
+        )
+
+
+@contextlib.contextmanager
+def _save_errors(what, model_dir, prefix=None):
+    """Turns a save's failure other than by a lost task into a `files.SaveError`: could not
+    `what`, why, and the checkpoint that is still the latest. A lost parameter server's
+    error goes on to the worker's recovery loop. With the checkpoints' `prefix`, the empty
+    `<prefix>-<step>_temp*` directories a failed sharded save leaves are removed."""
+    try:
+        yield
     except (tf.errors.OpError, ValueError) as error:
         if is_recoverable_error(error):
-            raise  # A lost parameter server: the worker's recovery loop takes it.
+            raise
         latest = tf.train.latest_checkpoint(model_dir)
-        _remove_empty_temp_dirs(prefix)
+        for path in tf.io.gfile.glob(prefix + "-*_temp*") if prefix else ():
+            with contextlib.suppress(OSError):
+                os.rmdir(path)  # Only if empty: a file in it is not ours to delete.
         raise files.SaveError(
-            f"could not write a checkpoint to {model_dir}: {save_error_reason(error)}; the "
-            f"latest checkpoint is still {latest or '(none)'}."
+            f"could not {what}: {save_error_reason(error)}; the latest checkpoint is still "
+            f"{latest or '(none)'}."
         ) from error
-
-
-def _remove_empty_temp_dirs(prefix):
-    """Removes the empty `<prefix>-<step>_temp*` directories a failed sharded save leaves."""
-    for path in tf.io.gfile.glob(prefix + "-*_temp*"):
-        with contextlib.suppress(OSError):
-            os.rmdir(path)  # Only if empty: a file in it is not ours to delete.
 
 
 def save_error_reason(error):
@@ -92,31 +115,6 @@ def save_error_reason(error):
         lines = [line.strip() for line in text.splitlines()]
         reason = next((line for line in lines if line and not line.startswith(_CONTEXT)), "")
     return f"{reason} ({type(error).__name__})" if reason else type(error).__name__
-
-
-def export_centre(sess, g, model_dir):
-    """Saves the centre under the plain model's variable names (`swapping_saver`).
-
-    Returns:
-        The export's path prefix, `model_dir/export/centre`.
-
-    Raises:
-        files.SaveError: as `save_checkpoint` does.
-    """
-    export_dir = os.path.join(model_dir, files.EXPORT_DIR)
-    try:
-        return g.export_saver.save(
-            raw_session(sess),
-            os.path.join(export_dir, files.EXPORT_PREFIX),
-            write_meta_graph=False,
-        )
-    except (tf.errors.OpError, ValueError) as error:
-        if is_recoverable_error(error):
-            raise
-        raise files.SaveError(
-            f"could not export the centre to {export_dir}: {save_error_reason(error)}; the "
-            f"latest checkpoint is still {tf.train.latest_checkpoint(model_dir) or '(none)'}."
-        ) from error
 
 
 def evaluate_centre(sess, g, dataset):

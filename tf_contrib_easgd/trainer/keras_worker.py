@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_contrib_easgd import ElasticAverageCallback
-from tf_contrib_easgd.trainer import data, export, models
+from tf_contrib_easgd.trainer import data, export, models, progress
 
 
 def run_worker(task, config, reporter, started_at):
@@ -51,7 +51,7 @@ def run_worker(task, config, reporter, started_at):
         overlap=config.overlap,
         wire_dtype=config.wire_dtype,
     )
-    progress = _Progress(task, config, reporter, easgd, dataset, started_at)
+    reports = _Progress(task, config, reporter, easgd, dataset, started_at)
     if not task.is_chief:
         reporter.event("waiting", what="the chief to initialise the centre")
     batches = data.batches(
@@ -62,11 +62,11 @@ def run_worker(task, config, reporter, started_at):
         steps_per_epoch=config.steps,
         epochs=1,
         verbose=0,
-        callbacks=[easgd, progress],
+        callbacks=[easgd, reports],
     )
     if not task.is_chief:
         return None
-    summary = _job_summary(task, config, dataset, easgd, progress, started_at)
+    summary = _job_summary(task, config, dataset, easgd, reports, started_at)
     reporter.event("summary", **summary)
     return summary
 
@@ -82,8 +82,7 @@ class _Progress(tf.keras.callbacks.Callback):
         self._easgd = easgd
         self._dataset = dataset
         self._started_at = started_at
-        self._losses = []
-        self._window = (0, time.monotonic())
+        self._window = progress.Window(0)
         self._train_started = None
         self.train_secs = 0.0
         self._evaluator = None
@@ -101,16 +100,19 @@ class _Progress(tf.keras.callbacks.Callback):
             centre=easgd.centre_found,
         )
         self._train_started = time.monotonic()
-        self._window = (0, self._train_started)
+        self._window = progress.Window(0)
 
     def on_train_batch_end(self, batch, logs=None):
-        self._losses.append(float((logs or {}).get("loss", np.nan)))
+        self._window.losses.append(float((logs or {}).get("loss", np.nan)))
         step, config = self._easgd.local_steps, self._config
         last = step == config.steps
         if last:
             self.train_secs = time.monotonic() - self._train_started
         if step % config.log_every_steps == 0 or last:
-            self._report_progress(step)
+            easgd = self._easgd
+            self._window.report(
+                self._reporter, step, config.steps, easgd.elastic_distance(), easgd.global_step
+            )
         every = config.eval_every_steps
         if self._task.is_chief and ((every and step % every == 0) or last):
             result = self._evaluate_centre()
@@ -126,20 +128,6 @@ class _Progress(tf.keras.callbacks.Callback):
             steps_per_sec=steps / max(self.train_secs, 1e-9),
         )
 
-    def _report_progress(self, step):
-        start_step, start_time = self._window
-        now = time.monotonic()
-        self._reporter.event(
-            "progress",
-            step=step,
-            steps=self._config.steps,
-            loss=float(np.mean(self._losses)),
-            distance=self._easgd.elastic_distance(),
-            steps_per_sec=(step - start_step) / max(now - start_time, 1e-9),
-            exchanges=self._easgd.global_step,
-        )
-        self._losses, self._window = [], (step, now)
-
     def _evaluate_centre(self):
         """The centre's test accuracy and loss, in a second model of the same shape."""
         if self._evaluator is None:
@@ -148,7 +136,7 @@ class _Progress(tf.keras.callbacks.Callback):
         return models.evaluate_keras(self._evaluator, self._dataset.x_test, self._dataset.y_test)
 
 
-def _job_summary(task, config, dataset, easgd, progress, started_at):
+def _job_summary(task, config, dataset, easgd, reports, started_at):
     """Evaluates the saved centre as a plain Keras model and writes `summary.json`."""
     export_path = os.path.join(config.model_dir, "centre.keras")
     evaluation = models.evaluate_keras(
@@ -166,8 +154,8 @@ def _job_summary(task, config, dataset, easgd, progress, started_at):
         local_steps=local_steps,
         unfinished_workers=finished.missing,
         exchanges=easgd.global_step,
-        chief_train_secs=progress.train_secs,
-        chief_steps_per_sec=easgd.local_steps / max(progress.train_secs, 1e-9),
+        chief_train_secs=reports.train_secs,
+        chief_steps_per_sec=easgd.local_steps / max(reports.train_secs, 1e-9),
         chief_recoveries=easgd.recoveries,
         chief_secs=time.monotonic() - started_at,
         checkpoint=tf.train.latest_checkpoint(config.model_dir),

@@ -9,6 +9,7 @@ text when its output is not a terminal. TensorFlow is not needed here.
 """
 
 import json
+import statistics
 import sys
 import time
 
@@ -46,6 +47,32 @@ class Reporter:
         event = {"event": kind, "task": self._task, "time": time.time(), **fields}
         line = EVENT_PREFIX + json.dumps(event) if self._format == JSON else format_event(event)
         print(line, file=self._stream or sys.stdout, flush=True)
+
+
+class Window:
+    """The local steps of a worker since its last "progress" event: from which step, since
+    when, and their losses (`losses.append` each)."""
+
+    def __init__(self, step):
+        self.step, self.time, self.losses = step, time.monotonic(), []
+
+    def report(self, reporter, step, steps, distance, exchanges):
+        """Reports "progress" at `step` of `steps`: the mean loss and the speed since the
+        window began, the elastic `distance` and the `exchanges` so far; then begins the
+        next window at `step`.
+
+        Returns:
+            `(mean loss, steps per second)`.
+        """
+        now = time.monotonic()
+        loss = statistics.fmean(self.losses)
+        rate = (step - self.step) / max(now - self.time, 1e-9)
+        reporter.event(
+            "progress", step=step, steps=steps, loss=loss, distance=float(distance),
+            steps_per_sec=rate, exchanges=int(exchanges),
+        )  # fmt: skip
+        self.step, self.time, self.losses = step, now, []
+        return loss, rate
 
 
 def parse_event(line):

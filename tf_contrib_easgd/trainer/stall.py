@@ -13,6 +13,7 @@ took connections all along: a call lost on a ps that serves the other workers (t
 saw one), or a ps frozen that long.
 """
 
+import contextlib
 import threading
 import time
 
@@ -89,6 +90,7 @@ class StallWatch:
         self._thread = threading.Thread(target=self._watch, name="stall-watch", daemon=True)
         self._thread.start()
 
+    @contextlib.contextmanager
     def step(self, local_step, may_be_stuck=True):
         """A context manager around local step `local_step` (the steps taken before it).
 
@@ -97,7 +99,11 @@ class StallWatch:
             may_be_stuck: False for work that may legitimately take long (an evaluation, a
                 checkpoint): reported, but never given up under `stuck_after_secs`.
         """
-        return _Step(self, local_step, may_be_stuck)
+        self._begin(local_step, may_be_stuck)
+        try:
+            yield
+        finally:
+            self._end()
 
     def close(self):
         """Stops the watching thread."""
@@ -169,20 +175,6 @@ class StallWatch:
         )
         self._closed.set()
         self._rejoin()
-
-
-class _Step:
-    def __init__(self, watch, local_step, may_be_stuck):
-        self._watch = watch
-        self._local_step = local_step
-        self._may_be_stuck = may_be_stuck
-
-    def __enter__(self):
-        self._watch._begin(self._local_step, self._may_be_stuck)  # noqa: SLF001
-        return self
-
-    def __exit__(self, *exc_info):
-        self._watch._end()  # noqa: SLF001 - as above.
 
 
 def _accepts(address):

@@ -314,16 +314,6 @@ def _start_report(session, worker, state):
     return report
 
 
-@dataclasses.dataclass
-class _Window:
-    """The local steps since the last "progress" event: from which step, since when, and
-    their losses."""
-
-    step: int
-    time: float
-    losses: list = dataclasses.field(default_factory=list)
-
-
 def _train(sess, worker, state):
     """The session loop: local steps from `state.step` on, until `config.steps`."""
     g, task, config = worker.g, worker.task, worker.config
@@ -333,7 +323,7 @@ def _train(sess, worker, state):
         config.batch_size,
         seed=(config.seed, task.task_index, state.step),
     )
-    window = _Window(state.step, time.monotonic())
+    window = progress.Window(state.step)
     while state.step < config.steps and not sess.should_stop():
         x, y = next(batches)
         # All that the step calls on the parameter servers: the step, the ledger, reports.
@@ -347,7 +337,7 @@ def _train(sess, worker, state):
             state.step = g.ledger.count(sess, record=saving)
             state.steps_taken += 1
             if step % config.log_every_steps == 0 or last:
-                window = _report_progress(sess, worker, step, window)
+                _report_progress(sess, worker, step, window)
         evaluating = (
             task.is_chief
             and config.eval_every_steps
@@ -364,27 +354,12 @@ def _train(sess, worker, state):
 
 
 def _report_progress(sess, worker, step, window):
-    """Reports the mean loss, the elastic distance and the speed since `window`.
-
-    Returns:
-        The new window, from `step` on.
-    """
+    """Reports the mean loss, the elastic distance and the speed since `window` began, to
+    the launcher and to TensorBoard; `window` begins again at `step`."""
     distance, exchanges = sess.run([worker.g.distance, worker.g.global_step])
-    now = time.monotonic()
-    rate = (step - window.step) / max(now - window.time, 1e-9)
-    loss = float(np.mean(window.losses))
-    worker.reporter.event(
-        "progress",
-        step=step,
-        steps=worker.config.steps,
-        loss=loss,
-        distance=float(distance),
-        steps_per_sec=rate,
-        exchanges=int(exchanges),
-    )
+    loss, rate = window.report(worker.reporter, step, worker.config.steps, distance, exchanges)
     scalars = {"loss": loss, "elastic_distance": float(distance), "steps_per_sec": rate}
     worker.writer.add_summary(export.scalars_summary(scalars), step)
-    return _Window(step, now)
 
 
 def _report_centre(sess, worker, step):
