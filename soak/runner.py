@@ -1,6 +1,6 @@
 """The soak itself: a job of easgd-train tasks in network namespaces, and its faults.
 
-`run(config)` wires one host per task (`benchmarks.network.HostNetwork`: a namespace each, on
+`run(config)` wires one host per task (`benchmarks.common.network.HostNetwork`: a namespace each, on
 a bridge), starts the ps (1 or 2) and the workers there in task mode under a `LocalCluster`,
 injects the schedule's faults one at a time (SIGKILL and restart, SIGSTOP and SIGCONT, the
 host's switch port down and up), waits after each until every worker reports progress
