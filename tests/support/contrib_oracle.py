@@ -43,7 +43,7 @@ import numpy as np
 import tf_contrib_easgd
 
 HERE = pathlib.Path(__file__).parent
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCENARIO_PROGRAM = HERE / "contrib_scenarios.py"
 TF115_PYTHON = pathlib.Path(
     os.environ.get("EASGD_TF115_PYTHON", str(ROOT / ".venv-tf115" / "bin" / "python"))
