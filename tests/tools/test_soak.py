@@ -27,7 +27,7 @@ from soak import schedule as schedule_module
 from soak.schedule import CUT, FREEZE, KILL_CHIEF, KILL_PS, KILL_WORKER, Fault
 from tf_contrib_easgd.trainer import export, stall
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 # The schedule.

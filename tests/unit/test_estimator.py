@@ -45,7 +45,7 @@ pytestmark = [
 # The values of tf.estimator.ModeKeys, spelled out so that parameters exist without it.
 TRAIN, EVAL, PREDICT = "train", "eval", "infer"
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "estimator_digits.py"
 DOC = ROOT / "docs" / "ESTIMATOR.md"
 

@@ -19,7 +19,7 @@ import time
 import portpicker
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 LEGACY_DIR = ROOT / "examples" / "legacy_tf1"
 BIN = pathlib.Path(sys.executable).parent  # The venv's console scripts live beside python.
 

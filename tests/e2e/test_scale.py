@@ -17,7 +17,7 @@ from processes import child_env
 
 from benchmarks import scale_report
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.e2e
 

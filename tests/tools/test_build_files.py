@@ -16,7 +16,7 @@ import re
 import pytest
 from pytest_runner import pytest_args
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = "tf_contrib_easgd"
 RUNNER = "pytest_runner.py"
 # Folders whose Python files Bazel must know about, and the rules that may list them.

@@ -16,7 +16,7 @@ import zipfile
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOL_TIMEOUT_SECS = 180
 #: What the library alone may require, by distribution name.
 CORE = {"tensorflow", "protobuf", "absl-py", "numpy"}

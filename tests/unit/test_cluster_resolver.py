@@ -435,7 +435,7 @@ def test_a_port_in_use_names_the_slurm_task_and_the_flag(parse):
 
 # --- examples/tfjob.yaml, as the operator runs it --------------------------------------------
 
-EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
 
 def _manifests(name):

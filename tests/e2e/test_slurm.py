@@ -42,7 +42,7 @@ STOP_SECS = 15.0
 #: module: the daemons, the job, the stop: ~60 s quiet, 2-3 min beside another test run).
 LOCK_PATH = pathlib.Path(tempfile.gettempdir()) / "tf_contrib_easgd-test-slurm.lock"
 LOCK_SECS = 420.0
-SLURM_DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "SLURM.md"
+SLURM_DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "SLURM.md"
 
 
 class SingleNodeSlurm:
