@@ -13,24 +13,17 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import numpy as np
-import psutil
 import pytest
 import tensorflow as tf
-from processes import process_alive
 
-from benchmarks import network
-from soak import checks, digest, measure, report, runner, stacks
+from soak import checks, digest, measure, report, stacks
 from soak import schedule as schedule_module
 from soak.schedule import CUT, FREEZE, KILL_CHIEF, KILL_PS, KILL_WORKER, Fault
 from tf_contrib_easgd.trainer import export, stall
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-# The schedule.
 
 
 def test_a_seed_gives_one_schedule():
@@ -157,9 +150,6 @@ def test_fault_and_schedule_checks_name_what_is_wrong():
     for faults, message in cases:
         with pytest.raises(ValueError, match=message):
             schedule_module.check_schedule(faults, workers=2, stall_report_secs=3)
-
-
-# The measures, on events made by hand.
 
 
 def _event(time_, task, kind, **fields):
@@ -657,51 +647,3 @@ def test_help_answers_without_tensorflow():
     )
     assert result.returncode == 0, result.stderr
     assert "--faults" in result.stdout and "--minutes" in result.stdout
-
-
-# A short soak: three faults through the same runner.
-
-E2E_STEPS = 8000  # ~20-40 s of training for each of 2 workers on 2 cores; the faults' costs.
-E2E_DEADLINE_SECS = 200  # The whole soak, start-up (4 TensorFlow imports) to the last exit.
-
-
-def _processes_mentioning(text):
-    """The pids of processes whose command line contains `text`."""
-    return [
-        process.pid
-        for process in psutil.process_iter(["cmdline"])
-        if text in " ".join(process.info["cmdline"] or ()) and process_alive(process.pid)
-    ]
-
-
-@pytest.mark.e2e
-def test_a_three_fault_soak_passes_and_leaves_nothing_behind(tmp_path):
-    reason = network.unavailable_reason()
-    if reason:
-        pytest.skip(f"the soak needs network namespaces: {reason}")
-    schedule = (
-        Fault(0, KILL_WORKER, "worker 1", 0.0, at_fraction=0.1, settle_secs=1.0),
-        Fault(1, FREEZE, "ps 0", 4.0, at_fraction=0.3, settle_secs=1.0),
-        Fault(2, CUT, "worker 1", 6.0, at_fraction=0.5, settle_secs=1.0),
-    )
-    config = runner.SoakConfig(
-        schedule=schedule,
-        work_dir=str(tmp_path),
-        workers=2,
-        steps=E2E_STEPS,
-        save_checkpoint_steps=1000,
-        stall_report_secs=2.0,
-        deadline_secs=E2E_DEADLINE_SECS,
-    )
-    started = time.monotonic()
-    record = runner.run(config)
-    secs = time.monotonic() - started
-    print(f"\n{report.text(record)}\nsoak: {secs:.0f} s")
-    assert record["passed"], report.text(record)
-    assert [fault["fault"]["kind"] for fault in record["faults"]] == [KILL_WORKER, FREEZE, CUT]
-    assert all(fault["cost_secs"] <= fault["bound_secs"] + 60 for fault in record["faults"])
-    assert record["summary"]["local_steps"] == {"0": E2E_STEPS, "1": E2E_STEPS}
-    # Nothing left: no task, no namespace.
-    assert _processes_mentioning(str(tmp_path)) == []
-    assert record["namespaces"].startswith("easgd-soak-")
-    assert record["namespaces"] not in network.run_ip("netns", "list", check=False).stdout

@@ -9,16 +9,15 @@ interpreters.
 
 import ast
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
 import tf_contrib_easgd
 
 PACKAGE = pathlib.Path(tf_contrib_easgd.__file__).resolve().parent
+
+
 PROGRAMS = ("trainer", "migrate")
-TOOL_TIMEOUT_SECS = 120
 
 
 def _imports(path):
@@ -49,6 +48,8 @@ WINGS = {
     "eager": ("algorithm", "cluster", "exchange", "job"),
     "keras": ("eager",),
 }
+
+
 #: The library's modules: the package folder (the algorithm) and its wings.
 LIBRARY = _modules("") + [path for wing in WINGS if wing != "algorithm" for path in _modules(wing)]
 
@@ -109,65 +110,6 @@ def test_every_public_name_resolves():
         assert getattr(tf_contrib_easgd, name) is not None
     with pytest.raises(AttributeError, match="no attribute 'ElasticAverage'"):
         tf_contrib_easgd.ElasticAverage  # noqa: B018 (the lookup is the test)
-
-
-def _loads_tensorflow(code):
-    """Whether running `code` in a fresh interpreter imports TensorFlow."""
-    probe = f"{code}\nimport sys\nprint('tensorflow' in sys.modules)"
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        timeout=TOOL_TIMEOUT_SECS,
-        check=True,
-    )
-    return done.stdout.strip().splitlines()[-1] == "True"
-
-
-@pytest.mark.subprocess
-@pytest.mark.parametrize(
-    "code",
-    [
-        "import tf_contrib_easgd",
-        "import tf_contrib_easgd.keras",
-        "import tf_contrib_easgd.migrate.cli",
-        "import tf_contrib_easgd.trainer.cli",
-        "from tf_contrib_easgd.trainer import cluster, config, data, files, launcher, local",
-        "from tf_contrib_easgd.trainer import progress",
-    ],
-)
-def test_tensorflow_is_not_imported_until_a_name_needs_it(code):
-    assert not _loads_tensorflow(code)
-
-
-@pytest.mark.subprocess
-def test_a_library_name_imports_tensorflow():
-    assert _loads_tensorflow("from tf_contrib_easgd import ElasticAverageOptimizer")
-
-
-@pytest.mark.subprocess
-@pytest.mark.parametrize("program", ["trainer", "migrate"])
-def test_help_imports_no_tensorflow_and_logs_nothing(program):
-    # `--help` answers from the flags alone: no TensorFlow, so no CUDA or oneDNN lines.
-    code = (
-        "import runpy, sys\n"
-        f"sys.argv = ['easgd', '--help']\n"
-        "try:\n"
-        f"    runpy.run_module('tf_contrib_easgd.{program}', run_name='__main__')\n"
-        "except SystemExit as done:\n"
-        "    assert done.code == 0, done.code\n"
-        "print('tensorflow' in sys.modules)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=TOOL_TIMEOUT_SECS,
-        check=True,
-    )
-    assert done.stdout.strip().splitlines()[-1] == "False"
-    assert "--" in done.stdout  # The flags are listed.
-    assert done.stderr == ""
 
 
 def test_setup_installs_every_subpackage():

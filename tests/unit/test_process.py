@@ -4,17 +4,9 @@ No TensorFlow: the re-executed child is a small Python script.
 """
 
 import os
-import subprocess
-import sys
-import textwrap
 import time
 
-import pytest
-
 from tf_contrib_easgd.trainer import process
-
-DEADLINE_SECS = 60
-FIRST_RUN_SECS = 4.0  # How long the child's first run lasts before it re-executes itself.
 
 
 def test_started_at_is_in_the_past():
@@ -35,38 +27,3 @@ def test_a_malformed_restart_time_is_ignored(monkeypatch):
     monkeypatch.setenv(process.RESTARTED_AT_ENV, "soon")
     age = time.monotonic() - process.started_at()
     assert 0 < age < 3600
-
-
-@pytest.mark.subprocess
-def test_restart_this_process_runs_the_command_line_again_in_the_same_process(tmp_path):
-    # The first run records its pid, waits FIRST_RUN_SECS and re-executes itself; the second
-    # (the environment variable is set) prints its pid, its arguments and its age. Its age
-    # counts from the re-execution: under FIRST_RUN_SECS, though /proc's start time, the
-    # first run's, is more than FIRST_RUN_SECS ago.
-    script = tmp_path / "child.py"
-    script.write_text(
-        textwrap.dedent(
-            f"""
-            import os, sys, time
-            from tf_contrib_easgd.trainer import process
-            if process.RESTARTED_AT_ENV not in os.environ:
-                print("first", os.getpid(), flush=True)
-                time.sleep({FIRST_RUN_SECS})
-                process.restart_this_process()
-            age = time.monotonic() - process.started_at()
-            print("second", os.getpid(), sys.argv[1:], round(age, 3), flush=True)
-            """
-        )
-    )
-    result = subprocess.run(
-        [sys.executable, str(script), "--flag=1"],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE_SECS,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    first, second = result.stdout.splitlines()
-    first_pid = first.split()[1]
-    assert second.startswith(f"second {first_pid} ['--flag=1'] ")
-    assert float(second.split()[-1]) < FIRST_RUN_SECS
