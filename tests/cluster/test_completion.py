@@ -14,8 +14,6 @@ from clusters import InProcessCluster
 
 import tf_contrib_easgd
 
-pytestmark = pytest.mark.cluster
-
 DEADLINE_SECS = 20
 
 

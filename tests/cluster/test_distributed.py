@@ -11,8 +11,6 @@ from clusters import InProcessCluster, worker_scope
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 
-pytestmark = pytest.mark.cluster
-
 
 class Worker:
     """One worker's graph and session: loss = slope * sum(w), plain SGD with lr 0.5."""

@@ -72,7 +72,6 @@ FLOAT16_ROWS = [
 ]
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize(
     ("wire_dtype", "expected"),
     [(tf.bfloat16, BFLOAT16_ROWS), ("float16", FLOAT16_ROWS)],
@@ -94,7 +93,6 @@ def test_exchanges_worked_by_hand(wire_dtype, expected):
     assert w.numpy() == expected[-1][1]  # end(): the centre.
 
 
-@pytest.mark.cluster
 def test_overlapped_exchanges_worked_by_hand():
     # Test_wire's overlapped case: each exchange step lands the d in flight, then sends.
     # Step 1: w = 1 + g, sends s = 0.125: centre 1.0625, references 1; d = 0.0625 waits.
@@ -149,7 +147,6 @@ class _Recorder(tf.keras.callbacks.Callback):
         self.rows.append(tuple(float(w.ravel()[0]) for w in self.model.get_weights()))
 
 
-@pytest.mark.cluster
 def test_the_callback_makes_the_same_exchanges():
     # The bfloat16 rows above, with model.fit: the weights after each batch, then the
     # centre the model holds after fit.
@@ -166,7 +163,6 @@ def test_the_callback_makes_the_same_exchanges():
     assert model.get_weights()[0][0, 0] == 1.188232421875
 
 
-@pytest.mark.cluster
 def test_the_callback_overlapped_over_two_parameter_servers():
     # Kernel w (centre on ps 0) and bias b (ps 1: both 4 bytes, placed in order). w moves
     # as in test_overlapped_exchanges_worked_by_hand. b = 0 gains 1 a batch, which
@@ -227,7 +223,6 @@ def _assert_replayed(worker, values, centre, references):
         np.testing.assert_array_equal(own, replayed)
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize(
     ("wire_dtype", "overlap"), [("bfloat16", False), ("bfloat16", True), ("float16", False)]
 )
@@ -314,7 +309,6 @@ def _bytes_between_tasks(run_metadata):
     return received
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize(
     ("wire_dtype", "expected"),
     [

@@ -27,7 +27,6 @@ class Linear(tf.Module):
         return tf.linalg.matvec(x, self.kernel) + self.bias
 
 
-@pytest.mark.cluster
 def test_one_exchange_in_a_tf_function_loop(tmp_path):
     # One worker, one ps. Input [1, 1], target 0, squared error: p = k1 + k2 + b, gradient
     # 2p for each variable; plain SGD lr 0.1 in a tf.function, tau 2, alpha 0.5. The chief
@@ -124,7 +123,6 @@ class _BarrierWorker(ElasticAverageWorker):
         return _BarrierLink
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize("num_ps", [2, 4])
 def test_an_exchange_calls_every_parameter_server_at_once(num_ps, tmp_path):
     # num_ps variables of 4 floats, one centre per ps (placed by size, then task index).
@@ -152,7 +150,6 @@ def test_an_exchange_calls_every_parameter_server_at_once(num_ps, tmp_path):
     np.testing.assert_allclose([v.numpy() for v in plain], expected)
 
 
-@pytest.mark.cluster
 def test_an_exchange_in_flight_never_lands_after_close_or_a_new_start():
     # One worker, tau 1, alpha 0.5, overlap; its w = 1 is the centre at the start.
     # w = 2; step sends x = 2: d = 0.5 (2 - 1) = 0.5, centre 1.5; w keeps 2 (d in flight).
@@ -246,7 +243,6 @@ def _two_workers(other_class=ElasticAverageWorker):
     return chief, other, w0, w1
 
 
-@pytest.mark.cluster
 def test_another_workers_end_reports_it_done_after_its_last_read():
     # Worker 1 copies the centre, 1. w1 = 3; its step: d = 0.5 (3 - 1) = 1, centre 2,
     # w1 = 2, global_step 1. Its end() copies the centre (2) and reads global_step (1)
@@ -268,7 +264,6 @@ def test_another_workers_end_reports_it_done_after_its_last_read():
     assert (w0.numpy(), chief.global_step) == (2.0, 1)
 
 
-@pytest.mark.cluster
 def test_another_workers_link_is_closed_by_its_end():
     # After its end() worker 1 says it has ended instead of reading parameter servers the
     # chief may have stopped; start() links it again and copies the centre (w1: 2 -> 1).

@@ -50,7 +50,6 @@ def _traced_step(session, train_op):
     return metadata, nodes
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize("transport", ["remote_call", "direct"])
 def test_non_exchange_steps_touch_no_remote_device(world, cluster, container, transport):
     # Period 3: steps 1 and 2 do not exchange, step 3 does. What the session ran is read
@@ -94,7 +93,6 @@ def test_non_exchange_steps_touch_no_remote_device(world, cluster, container, tr
         np.testing.assert_array_equal(session.run(variables[0].read_value()), np.full(1000, 0.25))
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize("share_devices", [True, False], ids=["direct", "remote_call"])
 def test_an_exchange_moves_both_sides_by_the_same_d_to_the_bit(
     world, cluster, container, share_devices

@@ -49,7 +49,6 @@ class _Recorder(keras.callbacks.Callback):
         )
 
 
-@pytest.mark.cluster
 def test_one_exchange_moves_worker_and_centre_by_the_same_d(tmp_path):
     # One worker, two ps: the kernel's centre (8 bytes) on ps 0, the bias's on ps 1.
     # Input [1, 1], target 0, mse: prediction p = k1 + k2 + b, gradient 2p for each
@@ -112,7 +111,6 @@ class _WorkerRecorder(keras.callbacks.Callback):
         self.rows.append((*kernel[:, 0], *bias))
 
 
-@pytest.mark.cluster
 def test_an_overlapped_exchange_lands_one_period_later():
     # As above (one worker, lr 0.1, tau 2, alpha 0.5, p = k1 + k2 + b, gradients 2p), with
     # overlap: an exchange step sends the weights and lands the previous exchange's d.
@@ -149,7 +147,6 @@ def test_an_overlapped_exchange_lands_one_period_later():
     assert (easgd.exchanges, easgd.global_step) == (2, 2)
 
 
-@pytest.mark.cluster
 def test_a_restarted_parameter_server_gets_the_centre_back_from_the_checkpoint(tmp_path):
     # First job: 4 batches at tau 2 (as above, two exchanges), the chief checkpoints. Then
     # a new cluster (a parameter server that came back empty) with the same model_dir: the
@@ -173,7 +170,6 @@ def test_a_restarted_parameter_server_gets_the_centre_back_from_the_checkpoint(t
     np.testing.assert_allclose(restarted.get_weights()[0], centre[0], rtol=1e-6)
 
 
-@pytest.mark.cluster
 def test_a_worker_whose_keras_named_its_layers_otherwise_still_finds_the_centre():
     # The chief trains first, alone (it waits 2 s for worker 1 at the end, then goes on);
     # worker 1 then builds its model after one more (Keras calls its layer dense_N+2, not
@@ -199,7 +195,6 @@ def test_a_worker_whose_keras_named_its_layers_otherwise_still_finds_the_centre(
     np.testing.assert_allclose([*kernel[:, 0], *bias], [0.5, 0.5, 0.0])
 
 
-@pytest.mark.cluster
 def test_a_worker_without_its_chief_gives_up_after_the_timeout():
     cluster, (_, task) = cluster_and_worker_tasks(num_ps=1, num_workers=2)
     model = _linear_model(0.0, 0.0, 0.1)

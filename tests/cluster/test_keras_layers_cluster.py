@@ -134,7 +134,6 @@ class _Worker:
         return self.session.run(self.values)
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize("flavour", KERAS_FLAVOURS)
 def test_keras_and_get_variable_models_follow_the_same_trajectory(world, cluster, flavour):
     layers = importlib.import_module(flavour).layers

@@ -4,7 +4,6 @@
 The tests of its other tiers are in tests/unit/test_ledger.py.
 """
 
-import pytest
 import tensorflow as tf
 
 from tf_contrib_easgd.job import ledger_variables
@@ -25,7 +24,6 @@ def _ledger(cluster, index, container):
     return graph, work, init
 
 
-@pytest.mark.cluster
 def test_counts_and_the_end_of_the_job_are_shared_through_ps_0(world, cluster, container):
     del world  # Both variable worlds.
     graphs = [_ledger(cluster, index, container) for index in range(NUM_WORKERS)]
@@ -58,7 +56,6 @@ def test_counts_and_the_end_of_the_job_are_shared_through_ps_0(world, cluster, c
         assert other.read(other_session) == ([30, 40], False, [False, False])
 
 
-@pytest.mark.cluster
 def test_a_checkpoint_holds_the_counts(world, cluster, container, tmp_path):
     del world  # Both variable worlds.
     graph, work, init = _ledger(cluster, 0, container)

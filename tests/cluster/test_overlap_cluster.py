@@ -6,7 +6,6 @@ The tests of its other tiers are in tests/unit/test_overlap.py.
 import time
 
 import numpy as np
-import pytest
 import tensorflow as tf
 from clusters import worker_scope
 from quadratic import build_quadratic
@@ -24,7 +23,6 @@ def _wait_for_exchanges(session, global_step, count):
         time.sleep(0.005)
 
 
-@pytest.mark.cluster
 def test_monitored_sessions_run_the_exchange_and_stop_it(world, cluster, container):
     # Worker 0, the chief, trains 6 steps at tau 2 under MonitoredTrainingSession, which
     # starts the exchange's runner: exchanges are sent at steps 2, 4 and 6, and the moves
@@ -71,7 +69,6 @@ def test_monitored_sessions_run_the_exchange_and_stop_it(world, cluster, contain
             np.testing.assert_array_equal(sess.run(reads[0]), centre)
 
 
-@pytest.mark.cluster
 def test_the_runner_reads_the_centre_once_the_copy_has_arrived(world, cluster, container):
     # Period 1, alpha 0.5, lr 0.5 on 0.5 * w^2 (each step halves w), from w = 8. Between two
     # exchanges another worker moves the centre (here: +1 by hand). The runner's next step

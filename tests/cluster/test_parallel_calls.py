@@ -244,7 +244,6 @@ class _Replay:
                 self.local[i] = centre
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize("wire_dtype", [None, "bfloat16"], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("share_devices", [True, False], ids=["direct", "remote_call"])
 @pytest.mark.parametrize("ps_tasks", [2, 4])
@@ -283,7 +282,6 @@ def test_every_task_is_called_at_once(
                 assert session.run(global_step) == count
 
 
-@pytest.mark.cluster
 def test_the_serial_form_calls_one_task_at_a_time(world, four_ps, container):
     # The private serial form (what benchmarks/scale.py measures against) on 4 tasks: each
     # time a task arrives it is the only one, until the test releases it.
@@ -311,7 +309,6 @@ def test_the_serial_form_calls_one_task_at_a_time(world, four_ps, container):
         _HeldExchange.serial = False
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize("wire_dtype", [None, "bfloat16"], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("ps_tasks", [2, 4])
 def test_the_overlapped_exchange_reaches_every_task_at_once(

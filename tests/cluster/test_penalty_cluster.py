@@ -24,7 +24,6 @@ def _momentum():
     return tf.compat.v1.train.MomentumOptimizer(0.5, 0.5)
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize("partitioned", [False, True], ids=["whole", "partitioned"])
 def test_move_on_a_cluster_worker(world, cluster, container, partitioned):
     # Worker 0 of the in-process cluster (its copies on the worker, the centres on the two

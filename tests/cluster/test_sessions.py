@@ -65,7 +65,6 @@ class Worker:
             yield session
 
 
-@pytest.mark.cluster
 def test_a_non_chief_starts_as_soon_as_the_chief_has_set_up_the_centre(world, cluster, container):
     chief, other = Worker(cluster, 0, container), Worker(cluster, 1, container)
     started = {}
@@ -91,7 +90,6 @@ def test_a_non_chief_starts_as_soon_as_the_chief_has_set_up_the_centre(world, cl
     np.testing.assert_array_equal(started["w"], [1.0, 2.0])
 
 
-@pytest.mark.cluster
 def test_wait_for_centre_times_out_naming_the_variables(world, cluster, container):
     other = Worker(cluster, 1, container)
     with (
@@ -103,7 +101,6 @@ def test_wait_for_centre_times_out_naming_the_variables(world, cluster, containe
         )
 
 
-@pytest.mark.cluster
 def test_the_chief_keeps_a_centre_the_ps_holds(world, cluster, container, tmp_path):
     # The chief saves a checkpoint of the centre [1, 2]; the centre then moves on to
     # [7, 8] (the other workers' exchanges). A restarted chief keeps [7, 8]: restoring
@@ -126,7 +123,6 @@ def test_the_chief_keeps_a_centre_the_ps_holds(world, cluster, container, tmp_pa
     assert hows == [(tf_contrib_easgd.CentreKeepingScaffold.KEPT, None)]
 
 
-@pytest.mark.cluster
 def test_the_chief_restores_a_centre_the_ps_lost(world, cluster, container, tmp_path):
     # The chief sets the centre to [7, 8] and takes one step: SGD (learning rate 0.5 on
     # sum(w)) moves w from [1, 2] to [0.5, 1.5]; the exchange (period 1, moving rate
@@ -151,7 +147,6 @@ def test_the_chief_restores_a_centre_the_ps_lost(world, cluster, container, tmp_
     assert hows == [(tf_contrib_easgd.CentreKeepingScaffold.RESTORED, checkpoint)]
 
 
-@pytest.mark.cluster
 def test_the_chief_initialises_a_new_centre_and_runs_the_users_init_fn(
     world, cluster, container, tmp_path, caplog
 ):
@@ -214,7 +209,6 @@ def _centre_after(segments, start):
     return centre
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize("ours", [False, True], ids=["tensorflow", "tf_contrib_easgd"])
 def test_session_rebuilds_set_the_centre_back_only_with_tensorflows_session(
     world, cluster, container, tmp_path, ours

@@ -115,7 +115,6 @@ def _scalars(directory):
     return scalars
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize(
     ("synchronous", "overlap"),
     [(False, False), (True, False), (False, True)],
@@ -188,7 +187,6 @@ def _test_split():
     return digits.x_test, digits.y_test
 
 
-@pytest.mark.cluster
 def test_a_job_trains_the_cnn_on_an_npz_dataset(tmp_path):
     # Three classes of 12x12 uint8 images: a bright band in the top, middle or bottom
     # third, on noise. Any working convolutional classifier separates them at once.
@@ -215,7 +213,6 @@ def test_a_job_trains_the_cnn_on_an_npz_dataset(tmp_path):
     assert summary["test_accuracy"] > 0.9  # Chance is 1/3; runs here reach 1.0.
 
 
-@pytest.mark.cluster
 def test_the_chief_exports_anyway_when_a_worker_never_finishes(tmp_path):
     # Worker 1 of 2 never runs: the chief waits `timeout_secs` for it, warns, exports.
     # (`timeout_secs` is also every op's deadline: 3 s leaves room on a loaded machine.)
@@ -229,7 +226,6 @@ def test_the_chief_exports_anyway_when_a_worker_never_finishes(tmp_path):
     assert warnings == ["workers [1] did not finish within 3 s; exporting the centre as it is"]
 
 
-@pytest.mark.cluster
 def test_a_worker_without_chief_fails_after_the_timeout(tmp_path):
     job = run_job(_config(tmp_path, timeout_secs=1.0), run_workers=[1])
     error = job.errors["worker 1"]
@@ -237,7 +233,6 @@ def test_a_worker_without_chief_fails_after_the_timeout(tmp_path):
     assert "The chief did not initialise the centre within 1 s" in str(error)
 
 
-@pytest.mark.cluster
 def test_a_worker_fails_when_the_parameter_server_is_unreachable(tmp_path):
     one = cluster.TaskConfig(_hosts(1), _hosts(1), "worker", 0)
     reporter = progress.Reporter(one.name, progress.JSON, io.StringIO())

@@ -16,7 +16,6 @@ from processes import child_env
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize(
     ("soft_placement", "share_devices", "expected"),
     [(True, False, "remote_call"), (True, True, "direct"), (False, False, "remote_call")],
@@ -174,7 +173,6 @@ def _phases(stderr):
     return phases
 
 
-@pytest.mark.cluster
 def test_choosing_the_transport_logs_no_error():
     # Before, every session created with the default ConfigProto (every migrated script)
     # logged "OP_REQUIRES failed ... Cannot assign a device for operation VariableV2" and

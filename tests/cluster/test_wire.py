@@ -93,7 +93,6 @@ FLOAT16_ROWS = [
 ]
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize("share_devices", [True, False], ids=["direct", "remote_call"])
 @pytest.mark.parametrize(
     ("wire_dtype", "expected"),
@@ -113,7 +112,6 @@ def test_exchanges_worked_by_hand(world, cluster, container, share_devices, wire
     assert observed == expected
 
 
-@pytest.mark.cluster
 def test_overlapped_exchanges_worked_by_hand(world, cluster, container):
     # Each move lands at the next exchange step, before the copy is queued.
     # Step 1: w = 1 + g, sends s = 0.125 (as above): centre 1.0625, reference 1; the reply
@@ -151,7 +149,6 @@ def test_overlapped_exchanges_worked_by_hand(world, cluster, container):
     assert observed == expected
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize("wire_dtype", [None, "bfloat16"])
 def test_overlapped_moves_match_float32_arithmetic_to_the_bit(
     world, cluster, container, wire_dtype
@@ -217,7 +214,6 @@ def _wait_for(condition):
         time.sleep(0.005)
 
 
-@pytest.mark.cluster
 def test_rounding_does_not_accumulate(world, cluster, container):
     # 300 exchanges of a 1000-value variable that wanders: each local step adds a random
     # gradient step. The reference and the local centre stay equal to the bit (both move
@@ -252,7 +248,6 @@ def test_rounding_does_not_accumulate(world, cluster, container):
             assert np.max(np.abs(local - sent_centre)) < 0.1
 
 
-@pytest.mark.cluster
 def test_references_belong_to_the_worker_and_no_checkpoint(world, cluster, container):
     with tf.Graph().as_default():
         getter = ElasticAverageCustomGetter("/job:worker/task:1")
@@ -287,7 +282,6 @@ def test_references_belong_to_the_worker_and_no_checkpoint(world, cluster, conta
         assert later.device == "/job:ps/task:1"
 
 
-@pytest.mark.cluster
 def test_what_crosses_the_wire_is_16_bit(world, cluster, container):
     # In the direct calls (w's centre on ps 0, the global step on ps 1), every tensor that
     # a ps op takes from a worker op, and every one a worker op takes from a ps op, is
@@ -318,7 +312,6 @@ def _output_dtype(node):
     raise AssertionError(f"no dtype attribute on {node.name}")
 
 
-@pytest.mark.cluster
 def test_an_exchange_built_after_the_init_op_is_refused(world, cluster, container):
     with tf.Graph().as_default():
         getter = ElasticAverageCustomGetter("/job:worker/task:0")

@@ -7,7 +7,6 @@ The tests of its other tiers are in tests/unit/test_work_ledger.py.
 import threading
 import time
 
-import pytest
 import tensorflow as tf
 from clusters import worker_scope
 
@@ -89,7 +88,6 @@ def _until(condition, what):
         time.sleep(0.05)
 
 
-@pytest.mark.cluster
 def test_a_restored_ps_sends_a_users_loop_back_to_its_count(world, cluster, container, tmp_path):
     del world  # Both variable worlds.
     chief_graph, chief_train, global_step, chief_ledger, saver, chief_hook = _worker(

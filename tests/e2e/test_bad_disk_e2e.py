@@ -110,7 +110,6 @@ def trained_dir(tmp_path_factory):
     return model_dir
 
 
-@pytest.mark.e2e
 def test_a_truncated_latest_checkpoint_falls_back_end_to_end(trained_dir, tmp_path):
     model_dir = tmp_path / "run"
     shutil.copytree(trained_dir, model_dir)
@@ -146,7 +145,6 @@ def test_a_truncated_latest_checkpoint_falls_back_end_to_end(trained_dir, tmp_pa
     assert os.path.exists(_data_file(latest) + ".unusable")
 
 
-@pytest.mark.e2e
 def test_a_checkpoint_only_tensorflow_can_read_ends_a_local_job_with_code_2(trained_dir, tmp_path):
     # Every checkpoint's data file truncated: all files are there, so the launcher's TF-free
     # check lets the job start; the chief reads them before its server starts, finds none
@@ -183,7 +181,6 @@ def test_a_checkpoint_only_tensorflow_can_read_ends_a_local_job_with_code_2(trai
     assert _checkpoint_files(model_dir) == before  # Nothing renamed, nothing rewritten.
 
 
-@pytest.mark.e2e
 def test_a_checkpoint_of_another_model_ends_a_local_job_with_code_2(trained_dir, tmp_path):
     # The checkpoints of an MLP with 2 workers, and --model=cnn --workers=1: the chief finds
     # before its first session that the CNN's variables are not there and that the work
@@ -218,7 +215,7 @@ def test_a_checkpoint_of_another_model_ends_a_local_job_with_code_2(trained_dir,
     assert _checkpoint_files(model_dir) == before
 
 
-@pytest.mark.e2e
+@pytest.mark.root
 def test_a_full_disk_during_a_save_fails_the_chief_end_to_end(mount_tmpfs):
     model_dir = mount_tmpfs("8m") / "run1"
     # A ps and the chief: the chief checkpoints every 20 of its steps until the disk is full.

@@ -23,8 +23,6 @@ STEPS = 1000
 PERIOD = 10
 KILL_AT = 100  # Worker 1's first progress line: 900 steps before it would end by itself.
 
-pytestmark = pytest.mark.e2e
-
 
 def _example_module():
     spec = importlib.util.spec_from_file_location("custom_loop_digits", EXAMPLE)

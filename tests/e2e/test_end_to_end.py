@@ -21,7 +21,6 @@ STEPS = 200
 TIMEOUT_SECS = 240  # Three TensorFlow imports on 2 cores take ~30 s; training ~5 s.
 
 
-@pytest.mark.e2e
 def test_three_processes_train_and_a_plain_model_restores_the_centre(tmp_path):
     tasks = easgd_train_tasks(
         (

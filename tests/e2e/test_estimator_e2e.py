@@ -67,7 +67,6 @@ _REPORT = re.compile(
 
 
 @requires_estimator
-@pytest.mark.e2e
 @pytest.mark.timeout(E2E_DEADLINE_S + 60)
 def test_train_and_evaluate_on_a_tf_config_cluster(tmp_path):
     ports = {job: portpicker.pick_unused_port() for job in ("chief", "worker", "ps")}

@@ -25,8 +25,6 @@ from processes import child_env
 from tf_contrib_easgd.job import ledger_variables
 from tf_contrib_easgd.trainer import export
 
-pytestmark = pytest.mark.e2e
-
 
 def test_a_killed_worker_does_not_stop_the_others(tmp_path):
     # The chief waits --timeout_secs for worker 1's "done"; 20 s keeps that wait short.

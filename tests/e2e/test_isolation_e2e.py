@@ -111,7 +111,7 @@ def _messages(lines):
 
 
 @LINUX
-@pytest.mark.e2e
+@pytest.mark.netns
 def test_the_local_job_runs_in_a_private_namespace(tmp_path):
     prefix, reason = isolation.unshare_command()
     if prefix is None:
@@ -132,7 +132,6 @@ def test_the_local_job_runs_in_a_private_namespace(tmp_path):
 
 
 @LINUX
-@pytest.mark.e2e
 def test_expose_ports_runs_the_tasks_in_the_machines_namespace(tmp_path):
     with _training_job(tmp_path, "--expose_ports") as (lines, launcher_pid, pids):
         ours = _namespace("self")
@@ -144,7 +143,6 @@ def test_expose_ports_runs_the_tasks_in_the_machines_namespace(tmp_path):
 
 
 @LINUX
-@pytest.mark.e2e
 def test_where_unshare_is_refused_the_job_says_so_once_and_trains(tmp_path):
     (tmp_path / "bin").mkdir()
     env = child_env()

@@ -22,8 +22,6 @@ from sklearn.datasets import load_digits
 
 EXAMPLE = legacy_jobs.ROOT / "examples" / "keras_digits.py"
 
-pytestmark = pytest.mark.e2e
-
 
 def _run(model_dir, *flags):
     with Job(model_dir, *flags) as job:

@@ -106,7 +106,6 @@ def _centre_accuracy(checkpoint_dir):
     return float(np.mean(logits.argmax(axis=1) == digits.target[1500:]))
 
 
-@pytest.mark.e2e
 @pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None, reason="needs tf-keras")
 @pytest.mark.timeout(2 * (CHIEF_READY_TIMEOUT_S + TRAINING_TIMEOUT_S))
 def test_a_keras_layer_script_reaches_the_accuracy_of_its_get_variable_twin(tmp_path):

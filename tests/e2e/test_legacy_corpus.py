@@ -169,7 +169,6 @@ def _mlp_centre_accuracy(checkpoint_dir):
     return float(np.mean(logits.argmax(axis=1) == digits.target[NUM_TRAIN:]))
 
 
-@pytest.mark.e2e
 @pytest.mark.timeout(CHIEF_READY_TIMEOUT_S + TRAINING_TIMEOUT_S + 6 * legacy_jobs.TOOL_TIMEOUT_S)
 @pytest.mark.parametrize("key", sorted(SCRIPTS))
 def test_migrated_script_trains_on_a_ps_and_two_workers(key, tmp_path, legacy_processes):
@@ -210,7 +209,6 @@ def test_migrated_script_trains_on_a_ps_and_two_workers(key, tmp_path, legacy_pr
 
 
 @requires_estimator
-@pytest.mark.e2e
 @pytest.mark.timeout(CHIEF_READY_TIMEOUT_S + TRAINING_TIMEOUT_S + 4 * legacy_jobs.TOOL_TIMEOUT_S)
 def test_migrated_estimator_script_trains_on_a_tf_config_cluster(tmp_path, legacy_processes):
     start = time.monotonic()
@@ -252,7 +250,6 @@ PROJECT_PERIOD = 8  # The project's default --communication_period.
 PROJECT_TARGET = 0.70
 
 
-@pytest.mark.e2e
 @pytest.mark.timeout(CHIEF_READY_TIMEOUT_S + TRAINING_TIMEOUT_S + 4 * legacy_jobs.TOOL_TIMEOUT_S)
 def test_a_slim_project_tree_migrates_in_one_command_each_and_trains(tmp_path, legacy_processes):
     pytest.importorskip("tf_slim", reason="tf-slim comes with the legacy-keras extra")

@@ -35,7 +35,6 @@ CHIEF_READY_TIMEOUT_S = 150
 TRAINING_TIMEOUT_S = 240
 
 
-@pytest.mark.e2e
 @pytest.mark.timeout(CHIEF_READY_TIMEOUT_S + TRAINING_TIMEOUT_S + 2 * legacy_jobs.TOOL_TIMEOUT_S)
 def test_migrated_example_trains_on_a_ps_and_two_workers(tmp_path, legacy_processes):
     start = time.monotonic()

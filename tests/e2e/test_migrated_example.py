@@ -42,7 +42,6 @@ def _ready_at(processes, name, deadline):
     return time.monotonic()
 
 
-@pytest.mark.e2e
 @pytest.mark.timeout(JOB_TIMEOUT_SECS + 60)
 def test_a_hand_launched_job_ends_in_order(tmp_path, legacy_processes):
     processes = legacy_processes

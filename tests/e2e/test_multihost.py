@@ -196,7 +196,8 @@ def _stop_worker_1(lost):
     return lost_code
 
 
-@pytest.mark.e2e
+@pytest.mark.root
+@pytest.mark.netns
 def test_the_chief_finishes_when_a_worker_host_is_cut_off(network, tmp_path):
     events = _Events()
     of = events.of
@@ -284,7 +285,8 @@ RESTORED_TIMEOUT_SECS = 60  # Of the tasks: the chief waits this long for worker
 STALL_REPORT_SECS = 5  # --stall_report_secs: a step waiting this long is reported.
 
 
-@pytest.mark.e2e
+@pytest.mark.root
+@pytest.mark.netns
 def test_a_worker_cut_off_for_a_while_says_so_and_goes_on_when_its_link_is_back(network, tmp_path):
     events = _Events()
     of = events.of

@@ -12,14 +12,11 @@ import pathlib
 import subprocess
 import sys
 
-import pytest
 from processes import child_env
 
 from benchmarks import scale_report
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-pytestmark = pytest.mark.e2e
 
 
 def test_the_quick_run_measures_and_writes_its_report(tmp_path):

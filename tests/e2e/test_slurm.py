@@ -29,7 +29,8 @@ from processes import child_env, process_alive, wait_for_exit
 
 from tf_contrib_easgd.cluster import slurm
 
-pytestmark = pytest.mark.e2e
+# Every test runs on the single-node Slurm of the `slurm_cluster` fixture.
+pytestmark = [pytest.mark.root, pytest.mark.slurm]
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo", "scontrol", "scancel", "srun")
 #: Deadlines: the daemons to report the node idle; a Slurm command; the whole training job

@@ -28,7 +28,8 @@ def _processes_mentioning(text):
     ]
 
 
-@pytest.mark.e2e
+@pytest.mark.root
+@pytest.mark.netns
 def test_a_three_fault_soak_passes_and_leaves_nothing_behind(tmp_path):
     reason = network.unavailable_reason()
     if reason:

@@ -53,7 +53,6 @@ def _pids(text):
     return [int(pid) for pid in re.findall(r"easgd-train: started \w+ \d+, pid (\d+)", text)]
 
 
-@pytest.mark.e2e
 def test_local_mode_end_to_end(tmp_path):
     # A TF_CONFIG in the launcher's environment must not reach the tasks (local mode).
     result = subprocess.run(
@@ -110,7 +109,6 @@ def _tf_config_tasks(tmp_path, steps):
     ]  # fmt: skip
 
 
-@pytest.mark.e2e
 def test_task_mode_from_tf_config_end_to_end(tmp_path):
     events = []
     tasks = _tf_config_tasks(tmp_path, steps=200)
@@ -138,7 +136,6 @@ def test_task_mode_from_tf_config_end_to_end(tmp_path):
     assert summary["test_accuracy"] > 0.85
 
 
-@pytest.mark.e2e
 def test_a_failed_worker_stops_every_task_and_fails_the_job(tmp_path):
     # easgd-train itself runs as the one child of a LocalCluster: its output comes line by
     # line with deadlines, and it is killed if the test fails half-way.

@@ -122,7 +122,6 @@ def _easgd_train(*args, env=None):
     )  # fmt: skip
 
 
-@pytest.mark.subprocess
 def test_bad_input_ends_the_command_line_with_code_2_before_anything_starts(tmp_path):
     (tmp_path / "file").write_text("")
     (tmp_path / "bad").mkdir()
@@ -163,7 +162,7 @@ def test_bad_input_ends_the_command_line_with_code_2_before_anything_starts(tmp_
             assert "started" not in result.stderr and "serving" not in result.stdout, case
 
 
-@pytest.mark.subprocess
+@pytest.mark.root
 def test_a_read_only_model_dir_ends_the_command_line_with_code_2(mount_tmpfs):
     point = mount_tmpfs("1m", read_only=True)
     result = _easgd_train("--steps=10", f"--model_dir={point}")

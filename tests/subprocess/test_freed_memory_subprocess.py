@@ -8,8 +8,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from tf_contrib_easgd.job import freed_memory
 
 PAGE = 4096
@@ -51,7 +49,6 @@ def _page_faults(mode, environ=None):
     return int(faults)
 
 
-@pytest.mark.subprocess
 def test_freed_blocks_are_reused_instead_of_faulted_in_again():
     # A 16 MB block is 4096 pages. With glibc's mmap threshold held at its starting 128 KiB,
     # each block is mapped and unmapped again on free: every round faults 3 * 4096 = 12,288

@@ -29,7 +29,6 @@ def _refusing_unshare(folder):
 
 
 @LINUX
-@pytest.mark.subprocess
 def test_a_refused_unshare_is_a_reason(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(_refusing_unshare(tmp_path)))
     prefix, reason = isolation.unshare_command()
@@ -40,7 +39,6 @@ def test_a_refused_unshare_is_a_reason(monkeypatch, tmp_path):
 
 
 @LINUX
-@pytest.mark.subprocess
 def test_a_refusal_names_the_sysctl_that_switches_user_namespaces_off(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(_refusing_unshare(tmp_path)))
     (tmp_path / "sys" / "kernel").mkdir(parents=True)
@@ -54,7 +52,6 @@ def test_a_refusal_names_the_sysctl_that_switches_user_namespaces_off(monkeypatc
 
 
 @LINUX
-@pytest.mark.subprocess
 def test_the_found_prefix_gives_a_private_namespace_with_its_loopback_up():
     prefix, reason = isolation.unshare_command()
     if prefix is None:

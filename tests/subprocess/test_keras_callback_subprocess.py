@@ -43,7 +43,6 @@ print("rows:", json.dumps(rows))
 """
 
 
-@pytest.mark.subprocess
 @pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None, reason="needs tf-keras")
 def test_tf_keras_makes_the_same_exchange(tmp_path):
     done = run_python_script(TF_KERAS_SCRIPT, tmp_path)

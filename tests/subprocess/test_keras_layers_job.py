@@ -46,7 +46,6 @@ print("minimize added ops:", len(graph.get_operations()) > ops_before)
 """
 
 
-@pytest.mark.subprocess
 @pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None, reason="needs tf-keras")
 @pytest.mark.parametrize("with_creator", [True, False], ids=["in the scope", "without"])
 def test_a_tf1_script_with_tf_keras_layers(tmp_path, with_creator):

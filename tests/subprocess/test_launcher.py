@@ -47,7 +47,6 @@ class Recorder:
         self.starts.append((task.name, pid, restarts))
 
 
-@pytest.mark.subprocess
 def test_supervise_returns_when_the_workers_succeed_and_stop_ends_the_servers(tmp_path):
     record = Recorder()
     tasks = [
@@ -72,7 +71,6 @@ def test_supervise_returns_when_the_workers_succeed_and_stop_ends_the_servers(tm
     assert "serving" in (tmp_path / "ps_0.log").read_text()
 
 
-@pytest.mark.subprocess
 def test_a_failed_task_fails_the_job_with_its_output_and_everything_is_stopped(tmp_path):
     tasks = [
         TaskSpec("ps", 0, _python(SERVE), finishes=False),
@@ -93,7 +91,6 @@ def test_a_failed_task_fails_the_job_with_its_output_and_everything_is_stopped(t
     assert wait_for_exit(pids, 0) == []  # Stopped on the way out of the `with` block.
 
 
-@pytest.mark.subprocess
 def test_a_task_killed_by_a_signal_is_reported_as_such():
     with (
         pytest.raises(launcher.TaskFailedError, match="worker 0 was killed by signal SIGKILL"),
@@ -104,7 +101,6 @@ def test_a_task_killed_by_a_signal_is_reported_as_such():
         cluster.supervise()
 
 
-@pytest.mark.subprocess
 def test_a_failed_task_is_restarted_up_to_max_restarts(tmp_path):
     # The child fails on its first run (no marker file yet) and succeeds on its second.
     marker = tmp_path / "ran-once"
@@ -130,7 +126,6 @@ def test_a_failed_task_is_restarted_up_to_max_restarts(tmp_path):
     assert ("worker 0", "second run") in record.lines
 
 
-@pytest.mark.subprocess
 def test_restarts_are_bounded():
     failing = TaskSpec("worker", 0, _python("import sys; sys.exit(4)"))
     with (
@@ -142,7 +137,6 @@ def test_restarts_are_bounded():
     assert cluster.children[0].restarts == 2
 
 
-@pytest.mark.subprocess
 def test_a_final_exit_code_fails_the_job_with_restarts_left():
     failing = TaskSpec("worker", 0, _python("import sys; sys.exit(2)"))
     record = Recorder()
@@ -158,7 +152,6 @@ def test_a_final_exit_code_fails_the_job_with_restarts_left():
     assert [(name, restarts) for name, _, restarts in record.starts] == [("worker 0", 0)]
 
 
-@pytest.mark.subprocess
 def test_a_silent_job_fails_after_the_stall_timeout():
     started = time.monotonic()
     with (
@@ -170,7 +163,6 @@ def test_a_silent_job_fails_after_the_stall_timeout():
     assert time.monotonic() - started < 10
 
 
-@pytest.mark.subprocess
 def test_stop_kills_a_child_that_ignores_sigterm_and_its_own_children(tmp_path):
     # The child ignores SIGTERM and starts a grandchild; both must be gone after stop().
     pid_file = tmp_path / "grandchild.pid"
@@ -194,7 +186,6 @@ def test_stop_kills_a_child_that_ignores_sigterm_and_its_own_children(tmp_path):
     assert wait_for_exit([cluster.children[0].pid, grandchild]) == []
 
 
-@pytest.mark.subprocess
 def test_start_only_some_tasks_and_wait_for_a_line():
     record = Recorder()
     tasks = [
@@ -211,7 +202,6 @@ def test_start_only_some_tasks_and_wait_for_a_line():
     assert ("worker 0", "worker says hi") in record.lines
 
 
-@pytest.mark.subprocess
 def test_wait_for_line_gives_up_at_the_deadline_or_on_a_failure():
     with LocalCluster([TaskSpec("ps", 0, _python(SILENT), finishes=False)]) as cluster:
         cluster.start()
@@ -274,7 +264,6 @@ def _driver():
         yield cluster, cluster.children[0], pids
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("signum", "reason"), [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")]
 )
@@ -288,7 +277,6 @@ def test_ctrl_c_or_sigterm_to_the_launcher_stops_every_child(signum, reason):
     assert wait_for_exit(pids) == []
 
 
-@pytest.mark.subprocess
 def test_children_die_with_a_killed_launcher():
     # SIGKILL gives the launcher no chance to clean up: the parent-death signal does it.
     with _driver() as (cluster, driver, pids):
@@ -298,7 +286,6 @@ def test_children_die_with_a_killed_launcher():
     assert wait_for_exit(pids) == []
 
 
-@pytest.mark.subprocess
 def test_a_dropped_task_no_longer_fails_the_job():
     tasks = [
         TaskSpec("worker", 0, _python("import time; time.sleep(1); print('done')")),
@@ -314,7 +301,6 @@ def test_a_dropped_task_no_longer_fails_the_job():
         assert cluster.children[0].poll() == 0
 
 
-@pytest.mark.subprocess
 def test_drop_rejects_a_running_or_unknown_task():
     with LocalCluster([TaskSpec("ps", 0, _python(SILENT), finishes=False)]) as cluster:
         cluster.start()
@@ -343,7 +329,6 @@ def _local_job_of_a_failing_chief(model_dir, chief, max_restarts):
     return local._supervise(plan, tasks, display, stream), stream.getvalue()
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("code", "job_code"), [(EXIT_USAGE, EXIT_USAGE), (EXIT_FAILED, EXIT_FAILED), (3, EXIT_FAILED)]
 )
@@ -362,7 +347,6 @@ def test_local_mode_exits_2_when_a_task_does_and_1_on_any_other_failure(tmp_path
     )
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize(("code", "starts"), [(EXIT_USAGE, 1), (EXIT_FAILED, 3)])
 def test_local_mode_restarts_a_failed_task_but_not_one_that_found_bad_input(tmp_path, code, starts):
     # --max_restarts=2: a chief exiting 1 runs 1 + 2 times; one exiting 2 (bad input that
@@ -373,7 +357,6 @@ def test_local_mode_restarts_a_failed_task_but_not_one_that_found_bad_input(tmp_
     assert printed.count("easgd-train: started worker 0, pid") == starts
 
 
-@pytest.mark.subprocess
 def test_lines_hidden_from_the_tail_stay_in_the_log(tmp_path):
     code = "import sys\nprint('noise 1')\nprint('real 1')\nprint('noise 2')\nsys.exit(3)"
     with (

@@ -25,7 +25,6 @@ def _loads_tensorflow(code):
     return done.stdout.strip().splitlines()[-1] == "True"
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize(
     "code",
     [
@@ -41,12 +40,10 @@ def test_tensorflow_is_not_imported_until_a_name_needs_it(code):
     assert not _loads_tensorflow(code)
 
 
-@pytest.mark.subprocess
 def test_a_library_name_imports_tensorflow():
     assert _loads_tensorflow("from tf_contrib_easgd import ElasticAverageOptimizer")
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize("program", ["trainer", "migrate"])
 def test_help_imports_no_tensorflow_and_logs_nothing(program):
     # `--help` answers from the flags alone: no TensorFlow, so no CUDA or oneDNN lines.

@@ -34,7 +34,6 @@ def _requirements(metadata):
     return found
 
 
-@pytest.mark.subprocess
 def test_the_wheel_requires_the_core_and_puts_each_programs_packages_in_its_extra(tmp_path):
     # Built from a copy: setuptools writes build/ and egg-info beside the sources.
     source = tmp_path / "source"
@@ -92,7 +91,6 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in sys.argv[1:] and sys.m
 """
 
 
-@pytest.mark.subprocess
 def test_an_easgd_graph_loads_no_module_of_the_programs_extras():
     done = subprocess.run(
         [sys.executable, "-c", _EASGD_GRAPH, *EXTRA_MODULES],
@@ -115,7 +113,6 @@ main()
 """
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("program", "command", "missing", "extra"),
     [

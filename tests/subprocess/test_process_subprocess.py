@@ -8,15 +8,12 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 DEADLINE_SECS = 60
 
 
 FIRST_RUN_SECS = 4.0  # How long the child's first run lasts before it re-executes itself.
 
 
-@pytest.mark.subprocess
 def test_restart_this_process_runs_the_command_line_again_in_the_same_process(tmp_path):
     # The first run records its pid, waits FIRST_RUN_SECS and re-executes itself; the second
     # (the environment variable is set) prints its pid, its arguments and its age. Its age

@@ -31,7 +31,6 @@ def _console_script():
     return path
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize("module", [False, True], ids=["easgd-train --help", "python -m -h"])
 def test_help_lists_every_flag_and_exits_0(module):
     # absl's help exits with 1, which easgd-train's exit codes reserve for "a task failed".
@@ -50,7 +49,6 @@ def test_help_lists_every_flag_and_exits_0(module):
         assert f"--{name.name}:" in result.stdout or f"--[no]{name.name}:" in result.stdout
 
 
-@pytest.mark.subprocess
 def test_a_bad_tf_config_exits_with_code_2_before_anything_starts():
     result = subprocess.run(
         [sys.executable, "-m", "tf_contrib_easgd.trainer"], capture_output=True, text=True,

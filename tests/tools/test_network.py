@@ -51,6 +51,8 @@ def _tbf_rates(net, host):
     return shown
 
 
+@pytest.mark.root
+@pytest.mark.netns
 def test_hosts_reach_each_other_through_limited_links(needs_namespaces):
     with network.HostNetwork({"ha": 1, "hb": 2}, rate="100mbit") as net:
         assert _tbf_rates(net, "ha") == _tbf_rates(net, "hb") == ["100Mbit", "100Mbit"]
@@ -81,6 +83,8 @@ def test_hosts_reach_each_other_through_limited_links(needs_namespaces):
     assert prefix not in listed
 
 
+@pytest.mark.root
+@pytest.mark.netns
 def test_set_rate_shapes_one_host_changes_it_and_lifts_it(needs_namespaces):
     with network.HostNetwork({"ha": 1, "hb": 2}) as net:
         assert _tbf_rates(net, "ha") == [None, None]
@@ -113,6 +117,8 @@ def test_a_cpu_the_machine_lacks_is_refused(cpus, monkeypatch):
         network.cpu_mask(cpus)
 
 
+@pytest.mark.root
+@pytest.mark.netns
 def test_receives_are_steered_on_every_interface_of_the_network(needs_namespaces):
     with network.HostNetwork({"ha": 1, "hb": 2}, rate="1gbit") as net:
         net.steer_receives([0])

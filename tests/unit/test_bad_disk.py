@@ -504,6 +504,7 @@ def test_a_model_dir_under_a_regular_file_is_rejected(tmp_path):
     )
 
 
+@pytest.mark.root
 def test_a_read_only_model_dir_is_rejected(mount_tmpfs):
     point = mount_tmpfs("1m", read_only=True)
     with pytest.raises(UsageError, match=r"cannot write there: Read-only file system\."):
@@ -512,6 +513,7 @@ def test_a_read_only_model_dir_is_rejected(mount_tmpfs):
         preflight.prepare_model_dir(str(point / "run1"))
 
 
+@pytest.mark.root
 def test_a_model_dir_on_a_full_disk_is_rejected(mount_tmpfs):
     point = mount_tmpfs("256k")
     os.mkdir(point / "run1")  # Made before the disk is full: an empty directory is there.
@@ -601,6 +603,7 @@ def test_the_estimator_session_config_rejects_a_task_outside_its_cluster(task_js
         tf_config.session_config(text)
 
 
+@pytest.mark.root
 def test_a_full_disk_during_a_save_keeps_the_previous_checkpoint(mount_tmpfs):
     model_dir = mount_tmpfs("512k") / "run1"
     model_dir.mkdir()
