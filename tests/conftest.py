@@ -21,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # as many threads as cores by default (2 here). The first exchange of each worker parks
 # one of those threads in `RemoteCall` until the parameter server has registered the
 # exchange function, and the parameter server needs a thread of the same pool to do it.
-# With the ps and two workers in this one process (tests/test_task.py), two first
+# With the ps and two workers in this one process (tests/cluster/test_task_cluster.py), two first
 # exchanges at once took both threads and the job deadlocked. Processes of a real job
 # each have their own pool; tests that put a cluster in one process need more threads.
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "16")

@@ -6,7 +6,8 @@ this package's MonitoredTrainingSession, the start piece). One test checks that 
 difference is exactly those edits; the other launches the example by hand as its docstring
 says (one ps and two workers started together, no waiting for the chief) and checks what
 the edits promise: no 30 s wait, everyone's work in the chief's last checkpoint, every
-process exits 0. The ledger in a user's loop, sent back by a restored ps: tests/test_work_ledger.py.
+process exits 0. The ledger in a user's loop, sent back by a restored ps:
+tests/cluster/test_work_ledger_cluster.py.
 """
 
 import math
@@ -82,6 +83,6 @@ def test_a_hand_launched_job_ends_in_order(tmp_path, legacy_processes):
     step, accuracy = legacy_jobs.trainer_centre(tmp_path / "checkpoints")
     print(f"final checkpoint: global_step {step}, centre test accuracy {accuracy:.3f}")
     assert step == WORKERS * math.floor(TRAIN_STEPS / PERIOD) == 150
-    # As in tests/test_legacy_example.py: plain SGD reaches 0.90-0.92 on this split after
+    # As in tests/tools/test_legacy_example.py: plain SGD reaches 0.90-0.92 on this split after
     # 600 steps; 0.80 tells a trained centre from an untrained one (0.10).
     assert accuracy >= 0.80

@@ -165,7 +165,7 @@ def test_every_python_file_is_listed_by_a_target(folder, path):
 
 #: The package's targets and what they list: the library's wings (the algorithm is the
 #: package folder's modules but `__init__.py`, which the `library` target lists), its two
-#: programs. Each with the targets it depends on, as tests/test_layers.py has the wings.
+#: programs. Each with the targets it depends on, as tests/unit/test_layers.py has the wings.
 LAYERS = {
     "library": ((), (":algorithm", ":eager", ":estimator", ":keras")),
     "algorithm": (("",), (":exchange", ":job")),

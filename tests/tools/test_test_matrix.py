@@ -53,20 +53,20 @@ def test_the_table_has_a_cell_per_pair():
 def test_failing_tests_are_named_under_the_table():
     output = (
         "..F.\n=== short test summary info ===\n"
-        "FAILED tests/test_wire.py::test_moves[ref] - AssertionError: 0.5 != 0.25\n"
-        "ERROR tests/test_keras_callback.py::test_restart - OSError\n"
+        "FAILED tests/cluster/test_wire.py::test_moves[ref] - AssertionError: 0.5 != 0.25\n"
+        "ERROR tests/unit/test_keras_callback.py::test_restart - OSError\n"
         "1 failed, 3 passed, 1 error in 2.00s\n"
     )
     outcome = test_matrix.Outcome("3.11", "2.17.1")
     test_matrix._count(outcome, output)
     assert outcome.failures == [
-        "tests/test_wire.py::test_moves[ref]",
-        "tests/test_keras_callback.py::test_restart",
+        "tests/cluster/test_wire.py::test_moves[ref]",
+        "tests/unit/test_keras_callback.py::test_restart",
     ]
     rows = test_matrix.table([outcome]).splitlines()
     assert "**1 failed**" in rows[3]
     assert rows[-1] == (
-        "- Python 3.11, TensorFlow 2.17.1: `tests/test_keras_callback.py::test_restart`"
+        "- Python 3.11, TensorFlow 2.17.1: `tests/unit/test_keras_callback.py::test_restart`"
     )
 
 

@@ -5,7 +5,7 @@
 source. TF_CONFIG is
 checked against the JSON that Kubernetes' training operator (kubeflow.org/v1 TFJob) writes,
 and both readers against TensorFlow's own cluster resolvers where those apply. No servers:
-tests/test_slurm.py runs a real Slurm.
+tests/e2e/test_slurm.py runs a real Slurm.
 """
 
 import json

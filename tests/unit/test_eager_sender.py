@@ -2,7 +2,7 @@
 
 No TensorFlow and no server: the exchanges are Python functions, some of which block on an
 event until the test lets them go (each such wait has its own deadline, so nothing hangs if
-a check fails first). The worker's use of it: tests/test_eager_worker.py.
+a check fails first). The worker's use of it: tests/unit/test_eager_worker.py.
 """
 
 import threading

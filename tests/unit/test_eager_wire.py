@@ -1,6 +1,6 @@
 """The 16-bit wire of ElasticAverageWorker and ElasticAverageCallback (`wire_dtype`).
 
-The same semantics as the optimizer's wire (tests/test_wire.py): the worker sends
+The same semantics as the optimizer's wire (tests/cluster/test_wire.py): the worker sends
 s = wire(x - r), the ps answers e = wire(c - r), both move by d = alpha (s - e) and add e
 to their copy of r. The hand-worked cases are test_wire's: a variable w = 1 that every
 local step moves by g = 0.12548828125 = 2^-3 * (1 + 2^-8), a difference that bfloat16 (8

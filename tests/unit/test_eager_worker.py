@@ -4,7 +4,7 @@ The bad-input tests start no server. The cluster tests start their own servers (
 centre's names carry no container, so each test has a cluster of its own), train eagerly
 in a `tf.function` and check the values worked out by hand. The worker is eager only:
 TF1's ref variables cannot be trained by an eager loop, so there is one variable world
-here (graph mode is refused). Jobs of real processes: tests/test_custom_loop.py.
+here (graph mode is refused). Jobs of real processes: tests/e2e/test_custom_loop.py.
 """
 
 import threading

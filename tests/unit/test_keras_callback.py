@@ -4,7 +4,7 @@ The bad-input tests start no server. The cluster tests start their own servers (
 centre's names carry no container, so each test has a cluster of its own), run `model.fit`
 eagerly with Keras 3 (this process's tf.keras) and check the values worked out by hand.
 tf-keras runs in a fresh interpreter (TF_USE_LEGACY_KERAS must be set before TensorFlow is
-first imported). Jobs of real processes: tests/test_keras_fit.py.
+first imported). Jobs of real processes: tests/e2e/test_keras_fit.py.
 """
 
 import importlib

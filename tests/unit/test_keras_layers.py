@@ -53,7 +53,7 @@ def _keras_2_stays_out_of_tf1_mode(request):
     disable_v2_behavior() breaks the Keras models this process builds after it (measured:
     a later Sequential fails with "Output tensors of a Sequential model must be the output
     of a TensorFlow `Layer`"). TF1 mode is covered there in fresh interpreters, by
-    tests/test_keras_layers_job.py."""
+    tests/subprocess/test_keras_layers_job.py."""
     params = getattr(request.node, "callspec", None)
     if not KERAS_3 and params is not None and params.params.get("world") == "tf1":
         pytest.skip("Keras 2 in TF1 mode: in fresh interpreters only (TensorFlow 2.15)")

@@ -2,8 +2,8 @@
 
 Two workers build the same ledger in their own graphs; what one writes on ps 0 the other
 reads, and a checkpoint holds it. The protocol on them (`WorkLedger`) is tested in a user's
-loop in tests/test_work_ledger.py, and end to end (restarts resume from the counts) in
-tests/test_faults.py.
+loop in tests/cluster/test_work_ledger_cluster.py, and end to end (restarts resume from the
+counts) in tests/e2e/test_faults.py.
 """
 
 import pytest

@@ -1,7 +1,7 @@
 """Tests of tf_contrib_easgd.trainer.stall: a step that waits too long is reported, then its end.
 
 Real time, short: the watch polls every 20 ms and reports a step after 0.2 s. The job-level
-behaviour (a cut link, a frozen ps) is in tests/test_multihost.py and tests/test_faults.py.
+behaviour (a cut link, a frozen ps) is in tests/e2e/test_multihost.py and tests/e2e/test_faults.py.
 """
 
 import socket

@@ -4,7 +4,7 @@ graph, and whole jobs run in threads.
 The jobs here run every task of a small cluster in one process (a thread per task, each
 with its own gRPC server on a loopback port and its own graph, as between-graph
 replication has it), which costs seconds instead of the TensorFlow import of one process
-per task. tests/test_train.py and tests/test_end_to_end.py run tasks as processes.
+per task. tests/e2e/test_train_e2e.py and tests/e2e/test_end_to_end.py run tasks as processes.
 """
 
 import numpy as np

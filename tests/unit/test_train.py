@@ -2,7 +2,7 @@
 
 Flag checks run in this process. The tests marked e2e start real ps/worker processes:
 local mode through the command line, task mode from TF_CONFIG with processes the test
-starts itself, and a failing worker. tests/test_end_to_end.py has task mode by flags.
+starts itself, and a failing worker. tests/e2e/test_end_to_end.py has task mode by flags.
 """
 
 import json

@@ -1,8 +1,8 @@
 """The choice of exchange transport (tf_contrib_easgd/exchange/transport.py).
 
 Which transport the usual sessions get, and what each runs, is also tested where the
-exchange runs: tests/test_exchange.py (RunMetadata of both) and tests/test_distributed.py
-(the hook in MonitoredTrainingSession).
+exchange runs: tests/cluster/test_exchange_cluster.py (RunMetadata of both) and
+tests/cluster/test_distributed.py (the hook in MonitoredTrainingSession).
 """
 
 import numpy as np
@@ -66,7 +66,7 @@ def test_no_remote_centre_means_nothing_to_choose(world):
 def test_the_choice_is_no_variable(world):
     # With the centre on a ps, the graph has both calls, the marker and the probe; the
     # marker is a resource, not a tf.Variable: the variable collections, and so every
-    # Saver's default list, hold exactly contrib's names (tests/test_checkpoint_compat.py).
+    # Saver's default list, hold exactly contrib's names (tests/e2e/test_checkpoint_compat.py).
     with tf.Graph().as_default() as graph:
         getter = ElasticAverageCustomGetter("/job:worker/task:0")
         with worker_scope(CLUSTER, 0, getter, ""):

@@ -5,7 +5,7 @@ The loop is the migrated example's (examples/migrated_tf1/trainer.py): a
 loop's condition. A parameter server restored from a checkpoint sends a finished worker
 back to the count the checkpoint holds; the chief ends the job once every count is
 complete. easgd-train's jobs on the same ledger, with real processes killed and restarted:
-tests/test_faults.py.
+tests/e2e/test_faults.py.
 """
 
 import pytest
