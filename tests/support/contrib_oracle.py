@@ -1,4 +1,4 @@
-"""The original as oracle: runs tests/contrib_scenarios.py under contrib and this package.
+"""The original as oracle: runs support/contrib_scenarios.py under contrib and this package.
 
 One oracle run is four processes, one after the other, each writing one JSON file per run
 of a scenario (see contrib_scenarios.py):

@@ -1,6 +1,6 @@
 """EASGD scenarios that run unchanged under tf.contrib.opt (TF 1.15) and tf_contrib_easgd.
 
-tests/test_contrib_oracle.py runs this file as a program, once with the original
+tests/e2e/test_contrib_oracle.py runs this file as a program, once with the original
 `tensorflow.contrib.opt.ElasticAverageOptimizer` on TensorFlow 1.15 (`.venv-tf115`, Python
 3.7) and once per variable world with this package (the project's interpreter), each in a
 process of its own, and compares what they write. The original is the oracle: where both

@@ -1,7 +1,7 @@
 """A job of easgd-train for the fault tests: one ps and two workers, as child processes.
 
 `Job` starts the tasks in task mode (`--progress_format=json`), collects their events, and
-kills and restarts them on request; tests/test_faults.py and tests/test_keras_fit.py use it.
+kills and restarts them on request; tests/e2e/test_faults.py and test_keras_fit.py use it.
 """
 
 import os
