@@ -3,7 +3,7 @@
 The unit tests need no processes: a schedule is a pure function of its seed, and a fault's
 cost and checks are pure functions of the tasks' events, written here by hand with the
 figures worked out in comments; the comparison of checkpoints after a ps restart reads
-small checkpoints written here. The e2e test runs the soak's runner on a
+small checkpoints written here. tests/e2e/test_soak_e2e.py runs the soak's runner on a
 three-fault schedule (a worker killed and restarted, the ps frozen, a worker's link cut)
 with 1 ps and 2 workers in network namespaces, as `make soak` does with 20-odd faults;
 it needs root and skips without.

@@ -12,8 +12,9 @@ reads every tensor with TensorFlow's reader (what the chief checks before its se
 starts): only that one finds a truncated or corrupt file.
 
 Most tests check the pieces in this process (`checkpoints`, `preflight`, `export`,
-`task.check_checkpoints`); those marked `subprocess` run the command line, which fails
-before it starts any TensorFlow server, and those marked `e2e` run real jobs. Tests that
+`task.check_checkpoints`); tests/subprocess/test_bad_disk_subprocess.py runs the command
+line, which fails before it starts any TensorFlow server, and tests/e2e/test_bad_disk_e2e.py
+runs real jobs. Tests that
 mount a tmpfs (a read-only directory, a full disk: as root, permission bits stop no write)
 need root and `mount`; they skip with the reason otherwise and always unmount.
 """

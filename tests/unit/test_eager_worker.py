@@ -1,6 +1,7 @@
 """ElasticAverageWorker: EASGD in a TF 2 custom training loop, with in-process servers.
 
-The bad-input tests start no server. The cluster tests start their own servers (the
+The bad-input tests start no server. The cluster tests (in
+tests/cluster/test_eager_worker_cluster.py) start their own servers (the
 centre's names carry no container, so each test has a cluster of its own), train eagerly
 in a `tf.function` and check the values worked out by hand. The worker is eager only:
 TF1's ref variables cannot be trained by an eager loop, so there is one variable world

@@ -1,8 +1,9 @@
 """The exchange design (tf_contrib_easgd/exchange/elastic_exchange.py): nothing remote on a
 non-exchange step.
 
-Placement tests need no server; the RunMetadata tests run one worker of the shared
-in-process cluster and read what the session actually ran.
+Placement tests need no server; the RunMetadata tests
+(tests/cluster/test_exchange_cluster.py) run one worker of the shared in-process cluster and
+read what the session actually ran.
 """
 
 import numpy as np

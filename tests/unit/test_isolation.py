@@ -1,11 +1,12 @@
 """Tests of local mode's private network namespace (tf_contrib_easgd.trainer.isolation).
 
 The decision (re-execute under `unshare`, say why not, or `--expose_ports`) is tested in
-this process with the probe and `os.execve` replaced. The tests marked e2e run
-`easgd-train` in local mode (1 ps + 1 worker) until the worker trains and look at the
-tasks from the test's own network namespace: isolated, exposed, and where `unshare` is
-refused. They read the kernel's tables (`/proc/<pid>/ns/net`, `/proc/<pid>/net/tcp*`), so
-need Linux; the isolated case skips where no namespace can be made.
+this process with the probe and `os.execve` replaced (the `unshare` probes themselves:
+tests/subprocess/test_isolation_subprocess.py). tests/e2e/test_isolation_e2e.py runs
+`easgd-train` in local mode (1 ps + 1 worker) until the worker trains and looks at
+the tasks from the test's own network namespace: isolated, exposed, and where `unshare` is
+refused. It reads the kernel's tables (`/proc/<pid>/ns/net`, `/proc/<pid>/net/tcp*`), so
+needs Linux; the isolated case skips where no namespace can be made.
 """
 
 import os

@@ -1,10 +1,12 @@
 """ElasticAverageCallback: Keras model.fit under EASGD, with in-process parameter servers.
 
-The bad-input tests start no server. The cluster tests start their own servers (the
+The bad-input tests start no server. The cluster tests (in
+tests/cluster/test_keras_callback_cluster.py) start their own servers (the
 centre's names carry no container, so each test has a cluster of its own), run `model.fit`
 eagerly with Keras 3 (this process's tf.keras) and check the values worked out by hand.
 tf-keras runs in a fresh interpreter (TF_USE_LEGACY_KERAS must be set before TensorFlow is
-first imported). Jobs of real processes: tests/e2e/test_keras_fit.py.
+first imported): tests/subprocess/test_keras_callback_subprocess.py. Jobs of real
+processes: tests/e2e/test_keras_fit.py.
 """
 
 import importlib

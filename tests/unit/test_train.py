@@ -1,8 +1,9 @@
 """Tests of easgd-train (tf_contrib_easgd.trainer.cli): flags, TF_CONFIG, local and task mode.
 
-Flag checks run in this process. The tests marked e2e start real ps/worker processes:
-local mode through the command line, task mode from TF_CONFIG with processes the test
-starts itself, and a failing worker. tests/e2e/test_end_to_end.py has task mode by flags.
+Flag checks run in this process; the command line's own cases are in
+tests/subprocess/test_train_subprocess.py. tests/e2e/test_train_e2e.py starts real ps/worker
+processes: local mode through the command line, task mode from TF_CONFIG with processes the
+test starts itself, and a failing worker. tests/e2e/test_end_to_end.py has task mode by flags.
 """
 
 import json
