@@ -41,7 +41,7 @@ setuptools.setup(
         "numpy",
     ],
     # The library alone needs only the above; each console script names its extra when a
-    # package of it is missing (tests/test_lean_install.py).
+    # package of it is missing (tests/subprocess/test_lean_install.py).
     extras_require={
         # easgd-train: the embedded 8x8 digits dataset, free loopback ports in local mode,
         # local mode's progress bar, a process's start time.

@@ -17,7 +17,7 @@ waits for the others at the end and writes the centre to --model_dir as a
 tf.train.Checkpoint (`centre`) that plain TF 2 reads; the ps exits then. Each worker
 prints the test accuracy of the centre, which its model holds after the loop. The data
 and the model are easgd-train's (--model=mlp): every fifth digit of each class is a test
-digit, one hidden layer of 128. docs/KERAS.md walks through it; tests/test_custom_loop.py
+digit, one hidden layer of 128. docs/KERAS.md walks through it; tests/e2e/test_custom_loop.py
 runs it.
 """
 

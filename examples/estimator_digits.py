@@ -19,7 +19,7 @@ and workers train, ps tasks hold the centre, an evaluator evaluates each new che
     # not listed in the cluster). The ps runs until it is stopped.
 
 Each training task prints `<task> ran N local steps`, the evaluator (or the local run)
-prints `<task> evaluated: accuracy=... global_step=...`. tests/test_estimator.py runs both.
+prints `<task> evaluated: accuracy=... global_step=...`. tests/unit/test_estimator.py runs both.
 """
 
 import time

@@ -16,7 +16,7 @@ the chief, sets up the centre, waits for the others at the end and writes the ce
 --model_dir as centre.keras; the ps exits then. Each worker prints the test accuracy of
 the centre, which its model holds after fit. With TF_USE_LEGACY_KERAS=1 set in the
 environment, tf.keras is tf-keras (Keras 2) instead of Keras 3. docs/KERAS.md walks
-through it; tests/test_keras_fit.py runs it.
+through it; tests/e2e/test_keras_fit.py runs it.
 """
 
 import argparse

@@ -65,7 +65,7 @@ def check_job(summary, assessed, config, exit_codes):
             )
         )
         # Each exchange in flight at a fault may count without its count, or its count
-        # without it (0-2 per fault in tests/test_faults.py).
+        # without it (0-2 per fault in tests/e2e/test_faults.py).
         asked = config["workers"] * config["steps"] // config["communication_period"]
         difference = summary["exchanges"] - asked
         checks.append(

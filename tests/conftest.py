@@ -1,18 +1,27 @@
-"""Shared fixtures: the two variable worlds, one in-process gRPC cluster, a container.
+"""Shared fixtures of every tier: the two variable worlds, one in-process cluster, a container.
 
-Helpers that tests import live in modules of their own: `clusters` (in-process servers,
-variable scopes) and `processes` (OS processes of a job).
+The helpers that tests import live in tests/support (`clusters`: in-process servers and
+variable scopes; `processes`: OS processes of a job; ...), which this file puts on
+`sys.path`, so that every tier imports them by their bare names (`from clusters import
+...`); under Bazel the `support` target's `imports` does the same. No child process of a
+test imports them. tests/README.md describes the tiers.
 """
 
 import os
+import pathlib
+import sys
 import uuid
+
+SUPPORT = str(pathlib.Path(__file__).resolve().parent / "support")
+if SUPPORT not in sys.path:
+    sys.path.insert(0, SUPPORT)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Every gRPC server of a process runs its ops on one process-wide inter-op thread pool,
 # as many threads as cores by default (2 here). The first exchange of each worker parks
 # one of those threads in `RemoteCall` until the parameter server has registered the
 # exchange function, and the parameter server needs a thread of the same pool to do it.
-# With the ps and two workers in this one process (tests/test_task.py), two first
+# With the ps and two workers in this one process (tests/cluster/test_task_cluster.py), two first
 # exchanges at once took both threads and the job deadlocked. Processes of a real job
 # each have their own pool; tests that put a cluster in one process need more threads.
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "16")

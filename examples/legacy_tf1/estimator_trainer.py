@@ -23,7 +23,7 @@ and one worker (the evaluator task is left out):
 
 tf.estimator needs TensorFlow 2.15 on TF 2 (later TensorFlow has none); there it runs after
 `tf_upgrade_v2` and `easgd-migrate` with no hand edits (README.md beside this file;
-tests/test_legacy_corpus.py does that).
+tests/e2e/test_legacy_corpus.py does that).
 """
 
 from __future__ import absolute_import, division, print_function

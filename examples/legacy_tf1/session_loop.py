@@ -19,7 +19,7 @@ parameter server and two workers, started by hand:
     python session_loop.py --job_name=worker --task_index=1 $HOSTS
 
 On TF 2 it runs after `tf_upgrade_v2` and `easgd-migrate` with no hand edits (README.md
-beside this file; tests/test_legacy_corpus.py does that).
+beside this file; tests/e2e/test_legacy_corpus.py does that).
 """
 
 from __future__ import absolute_import, division, print_function

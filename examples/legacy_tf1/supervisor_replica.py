@@ -19,7 +19,7 @@ and two workers, started by hand:
     python supervisor_replica.py --job_name=worker --task_index=1 $HOSTS
 
 On TF 2 it runs after `tf_upgrade_v2` and `easgd-migrate` with no hand edits (README.md
-beside this file; tests/test_legacy_corpus.py does that); easgd-migrate notes what the
+beside this file; tests/e2e/test_legacy_corpus.py does that); easgd-migrate notes what the
 Supervisor does to the centre, and what to use instead.
 """
 

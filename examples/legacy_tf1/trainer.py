@@ -8,7 +8,7 @@ On TF 1.x it runs as it is; on TF 2 it runs after
     tf_upgrade_v2 --infile trainer.py --outfile trainer.py
     easgd-migrate trainer.py
 
-with no hand edits (tests/test_legacy_example.py does exactly that on a copy).
+with no hand edits (tests/tools/test_legacy_example.py does exactly that on a copy).
 
 A small multilayer perceptron learns scikit-learn's 8x8 digits (1797 images, shipped with
 scikit-learn, no download). One parameter server and two workers, started by hand:

@@ -15,7 +15,7 @@ TensorBoard.
 (easgd-migrate made the session `tf_contrib_easgd.MonitoredTrainingSession`: a non-chief
 starts as soon as the centre is ready, not up to 30 s later, and the chief keeps a centre
 the ps holds.)
-tests/test_migrated_example.py checks that the difference is those edits and runs the job.
+tests/e2e/test_migrated_example.py checks that the difference is those edits and runs the job.
 
     HOSTS="--ps_hosts=localhost:2222 --worker_hosts=localhost:2223,localhost:2224"
     python trainer.py --job_name=ps --task_index=0 $HOSTS &

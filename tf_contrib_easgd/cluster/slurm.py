@@ -22,7 +22,7 @@ on a node listens on port `port_base + i` of that node. docs/SLURM.md shows how 
 # - It imports TensorFlow, which easgd-train's flag checks do without.
 # What is taken from it: the variables, the ps tasks first, and a port per task of a node
 # counted from a base (its base is 8888 for every job; here it follows the job id, so that
-# two jobs sharing a node rarely collide). tests/test_cluster_resolver.py compares the two.
+# two jobs sharing a node rarely collide). tests/unit/test_cluster_resolver.py compares the two.
 
 import os
 import re

@@ -13,7 +13,7 @@ TensorFlow is imported by `session_config` only.
 # bare JSONDecodeError, a missing task is None, an address that is no host:port passes); and
 # it needs TensorFlow, whose import (8-15 s) easgd-train's launcher and flag checks do without.
 # So TF_CONFIG is read here, by TensorFlow's conventions (its keys and task types; `index` 0
-# when missing, as RunConfig reads it), and tests/test_cluster_resolver.py checks that this
+# when missing, as RunConfig reads it), and tests/unit/test_cluster_resolver.py checks that this
 # reading and the resolver's agree on every TF_CONFIG shape the operator writes.
 
 import dataclasses

@@ -2,7 +2,7 @@
 
 A helper of `tf_contrib_easgd.migrate.contrib_names`: for the contrib APIs TF1 scripts used
 most, what to write instead on TensorFlow 2, as `Advice` of a kind: what the names it is
-attached to are (a data loader, model functions, a layer, ...). tests/test_migrate_tf1.py
+attached to are (a data loader, model functions, a layer, ...). tests/tools/test_migrate_tf1.py
 checks each piece against the names it is attached to, and that every `tf.*` name in these
 texts exists in the installed TensorFlow.
 """
@@ -95,7 +95,7 @@ _LAYERS = "tensorflow.contrib.layers."
 # most, by qualified name or module; the longest match wins, so a module whose parts are of
 # different kinds (contrib.learn's training, its datasets and its preprocessing; the MNIST
 # tutorial's data loader and its model) has an entry per part. Every tf.* name here exists
-# in TensorFlow 2.15 to 2.21 (tests/test_migrate_tf1.py checks).
+# in TensorFlow 2.15 to 2.21 (tests/tools/test_migrate_tf1.py checks).
 HAND_EDITS = {
     _LAYERS + "xavier_initializer": _GLOROT,
     _LAYERS + "xavier_initializer_conv2d": _GLOROT,

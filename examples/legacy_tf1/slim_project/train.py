@@ -17,7 +17,7 @@ count exchanges under EASGD. The chief then evaluates the saved centre on the te
     python train.py --job_name=worker --task_index=1 $HOSTS
 
 On TF 2, `tf_upgrade_v2 --intree` and `easgd-migrate` on the whole folder make it run with
-no hand edits (README.md beside this folder; tests/test_legacy_corpus.py does that).
+no hand edits (README.md beside this folder; tests/e2e/test_legacy_corpus.py does that).
 """
 
 from __future__ import absolute_import, division, print_function
