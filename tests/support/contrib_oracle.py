@@ -77,11 +77,11 @@ class OracleError(RuntimeError):
 
 
 #: The package processes of this pytest session that died by a signal and ran again. A
-#: native crash (SIGSEGV, or an abort on a corrupt `std::string`) was seen in 2 of ~50 runs
-#: of `package-tf1` on TensorFlow 2.21 (the TF1 world's exchanges by `RemoteCall`, every
-#: server in one process), never in `package-tf2`; its cause is not found yet
-#: (docs/RELIABILITY.md, "Known problems"). The rerun keeps CI from failing on it; the
-#: report of `test_largest_difference` names every rerun, so it is never silent.
+#: native crash (SIGSEGV, or an abort on a corrupt `std::string`) hit `package-tf1` (the
+#: TF1 world's exchanges by `RemoteCall`, every server in one process) while an exchange's
+#: `RemoteCall`s went to its ps tasks at once; they go one after the other since
+#: (docs/RELIABILITY.md, "Known problems"). The rerun stays as a guard; the report of
+#: `test_largest_difference` names every rerun, so it is never silent.
 RERUNS = []
 
 

@@ -129,39 +129,47 @@ class ElasticExchange(ExchangeHalves):
     # Building the exchange step.
 
     def _call_tasks(self):
-        """Builds the calls of the ps tasks, all in flight together; returns their done
-        tensors (the exchange ends when the last one is ready).
+        """Builds the calls of the ps tasks; returns their done tensors (the exchange ends
+        when the last one is ready).
 
-        No call waits for another: a variable lives on one task, so the order across tasks
-        changes no move. `_serial_calls` (the benchmarks' serial form, to measure against)
-        chains them one after the other instead.
+        Direct calls are all in flight together: a variable lives on one task, so the order
+        across tasks changes no move. `RemoteCall`s go one after the other: TensorFlow's
+        runtime aborts the process now and then (`std::length_error`, or SIGSEGV) when one
+        step starts `RemoteCall`s to several targets at once (docs/DESIGN.md, "Calls at
+        once"). `_serial_calls` (the benchmarks' serial form, to measure against) chains
+        the direct calls too.
         """
         gates = None
         if self._remote and self._transport is not None:
             gates = _CallGates(*branch_gates(self._transport.is_direct()))
-        done = []
+        done, remote_calls = [], []
         for group in self._remote:
-            with tf.control_dependencies(done[-1:] if self._serial_calls else []):
-                done.append(self._call_task(group, gates))
+            after = done[-1:] if self._serial_calls else []
+            done.append(self._call_task(group, gates, after, remote_calls))
         return done
 
-    def _call_task(self, group, gates):
+    def _call_task(self, group, gates, after, remote_calls):
         """Builds the call of the worker's exchange with `group`; returns its done tensor.
 
         Args:
             group: the `TaskGroup` of a ps task.
             gates: None to call by `RemoteCall` only; else the `_CallGates` that choose.
+            after: tensors the call waits for (the previous call, in the serial form).
+            remote_calls: the done tensors of the `RemoteCall`s built so far; the new one
+                waits for the last and is appended.
         """
         calls = self._calls[group.target]
         name = _call_name(group.target)
         if gates is None:
-            return call_function(calls.remote_call, name)
+            with tf.control_dependencies(after + remote_calls[-1:]):
+                remote_calls.append(call_function(calls.remote_call, name))
+            return remote_calls[-1]
         # The call not taken is dead; the Merge passes on the output of the other.
-        with tf.control_dependencies([gates.remote_call]):
-            remote_call_done = call_function(calls.remote_call, name)
-        with tf.control_dependencies([gates.direct_call]):
+        with tf.control_dependencies([gates.remote_call, *after, *remote_calls[-1:]]):
+            remote_calls.append(call_function(calls.remote_call, name))
+        with tf.control_dependencies([gates.direct_call, *after]):
             direct_call_done = call_function(calls.direct_call, f"{name}_direct")
-        done, _ = tf.raw_ops.Merge(inputs=[remote_call_done, direct_call_done])
+        done, _ = tf.raw_ops.Merge(inputs=[remote_calls[-1], direct_call_done])
         return done
 
     def _exchange_locally(self, after):
