@@ -1,4 +1,5 @@
-"""Shared fixtures of every tier: the two variable worlds, one in-process cluster, a container.
+"""Shared fixtures of every tier: the two variable worlds, one in-process cluster, a container,
+the processes of legacy scripts, tmpfs mounts.
 
 The helpers that tests import live in tests/support (`clusters`: in-process servers and
 variable scopes; `processes`: OS processes of a job; ...), which this file puts on
@@ -72,3 +73,16 @@ def legacy_processes(tmp_path):
         yield started
     finally:
         started.kill_all()
+
+
+@pytest.fixture
+def mount_tmpfs(tmp_path):
+    """Mounts tmpfs file systems under `tmp_path`: `mount_tmpfs(size, read_only=False)`.
+
+    Skips the test where that is impossible (not root, no `mount`, a container that forbids
+    it); unmounts everything it mounted however the test ends (`bad_disks.tmpfs_mounts`).
+    """
+    import bad_disks  # noqa: PLC0415 (only the tests of bad disks need it)
+
+    with bad_disks.tmpfs_mounts(tmp_path) as mount:
+        yield mount

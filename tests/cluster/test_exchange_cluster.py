@@ -8,32 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from clusters import worker_scope
+from exchange_graphs import WORKER
+from exchange_graphs import build_worker as _build
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
-
-WORKER = "/job:worker/task:0"
-
-
-def _build(cluster_spec, container="", period=10, shapes=((3,), (2, 2))):
-    """Builds worker 0's model (a variable per shape, loss = sum) and returns its parts."""
-    getter = ElasticAverageCustomGetter(WORKER)
-    with worker_scope(cluster_spec, 0, getter, container):
-        variables = [
-            tf.compat.v1.get_variable(f"v{i}", shape, initializer=tf.compat.v1.ones_initializer())
-            for i, shape in enumerate(shapes)
-        ]
-        global_step = tf.compat.v1.train.get_or_create_global_step()
-        opt = ElasticAverageOptimizer(
-            tf.compat.v1.train.GradientDescentOptimizer(0.5),
-            1,
-            getter,
-            communication_period=period,
-            moving_rate=0.5,
-            rho=0.0,
-        )
-        loss = tf.add_n([tf.reduce_sum(v.read_value()) for v in variables])
-        train_op = opt.minimize(loss, global_step=global_step)
-    return getter, variables, global_step, opt, train_op
 
 
 def _traced_step(session, train_op):

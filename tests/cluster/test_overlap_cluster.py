@@ -8,19 +8,12 @@ import time
 import numpy as np
 import tensorflow as tf
 from clusters import worker_scope
+from exchange_graphs import wait_for_exchanges as _wait_for_exchanges
 from quadratic import build_quadratic
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 
 DEADLINE_SECS = 30
-
-
-def _wait_for_exchanges(session, global_step, count):
-    """Waits until the runner has moved the centre `count` times in all."""
-    deadline = time.monotonic() + DEADLINE_SECS
-    while session.run(global_step) < count:
-        assert time.monotonic() < deadline, f"exchange {count} did not happen in time"
-        time.sleep(0.005)
 
 
 def test_monitored_sessions_run_the_exchange_and_stop_it(world, cluster, container):

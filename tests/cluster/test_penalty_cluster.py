@@ -3,25 +3,20 @@
 The tests of its other tiers are in tests/unit/test_penalty.py.
 """
 
+import penalties
 import pytest
 import tensorflow as tf
 from clusters import worker_scope
+from penalties import momentum as _momentum
 
 from tf_contrib_easgd import (
     ElasticAverageCustomGetter,
     ElasticAverageOptimizer,
-    penalty,
 )
 
-
-@pytest.fixture(autouse=True)
-def fresh_warning_registry(monkeypatch):
-    """Each test sees the warning as a fresh process would (it is shown once per process)."""
-    monkeypatch.setattr(penalty, "_warned", set())
-
-
-def _momentum():
-    return tf.compat.v1.train.MomentumOptimizer(0.5, 0.5)
+# The autouse fixture of penalties (shared with tests/unit/test_penalty.py): each test sees the
+# default-rho warning as a fresh process would.
+fresh_warning_registry = penalties.fresh_warning_registry
 
 
 @pytest.mark.parametrize("partitioned", [False, True], ids=["whole", "partitioned"])

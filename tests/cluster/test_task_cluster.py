@@ -14,36 +14,12 @@ import numpy as np
 import portpicker
 import pytest
 import tensorflow as tf
+from trainer_configs import train_config as _config
 
 import tf_contrib_easgd
 from tf_contrib_easgd.trainer import cluster, models, progress, task
-from tf_contrib_easgd.trainer.config import TrainConfig
 
 JOB_TIMEOUT_SECS = 120
-
-
-def _config(model_dir, **overrides):
-    values = dict(
-        steps=60,
-        batch_size=32,
-        optimizer="momentum",
-        learning_rate=0.05,
-        communication_period=5,
-        moving_rate=None,
-        rho=0.0,
-        synchronous=False,
-        overlap=False,
-        model="mlp",
-        dataset="digits",
-        model_dir=str(model_dir),
-        save_checkpoint_steps=25,
-        seed=0,
-        log_every_steps=20,
-        eval_every_steps=30,
-        timeout_secs=30.0,
-    )
-    values.update(overrides)
-    return TrainConfig(**values)
 
 
 def _hosts(count):

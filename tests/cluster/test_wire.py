@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from clusters import worker_scope
+from exchange_graphs import wire_references as _references
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 from tf_contrib_easgd.exchange.wire import REFERENCE_SCOPE
@@ -43,14 +44,6 @@ def _build(cluster, container, index=0, **optimizer_kwargs):
     references = _references()
     variables = [w, entry.local_center, entry.global_center, global_step, *references]
     return opt, train_op, [variable.read_value() for variable in variables]
-
-
-def _references():
-    return [
-        v
-        for v in tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.LOCAL_VARIABLES)
-        if v.op.name.startswith(REFERENCE_SCOPE)
-    ]
 
 
 def _start(cluster, graph, opt, share_devices):

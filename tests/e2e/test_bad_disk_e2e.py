@@ -4,16 +4,17 @@ and in the environment.
 The tests of its other tiers are in tests/unit/test_bad_disk.py.
 """
 
-import contextlib
 import os
 import re
 import shutil
 import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
+from bad_disks import data_file as _data_file
+from bad_disks import fill
 from processes import child_env, easgd_train_tasks
+from processes import easgd_train_script as _console_script
 
 from tf_contrib_easgd.trainer import (
     checkpoints,
@@ -34,64 +35,6 @@ def _checkpoint_files(directory):
         for name in sorted(os.listdir(directory))
         if name == checkpoints.STATE_FILE or name.startswith(files.CHECKPOINT_PREFIX)
     }
-
-
-def _data_file(prefix):
-    """The one data file of checkpoint `prefix` (saved on one device)."""
-    return f"{prefix}.data-00000-of-00001"
-
-
-@pytest.fixture
-def mount_tmpfs(tmp_path):
-    """Mounts tmpfs file systems under `tmp_path`: `mount_tmpfs(size, read_only=False)`.
-
-    Skips the test where that is impossible (not root, no `mount`, a container that forbids
-    it); unmounts everything it mounted however the test ends.
-    """
-    mounted = []
-
-    def mount(size, read_only=False):
-        if os.geteuid() != 0:
-            pytest.skip("mounting a tmpfs needs root (and as root, permission bits stop no write)")
-        if shutil.which("mount") is None:
-            pytest.skip("no `mount` command")
-        point = tmp_path / f"mount{len(mounted)}"
-        point.mkdir()
-        options = f"size={size}" + (",ro" if read_only else "")
-        result = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)],
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
-        if result.returncode != 0:
-            pytest.skip(f"`mount -t tmpfs` failed here: {result.stderr.strip()}")
-        mounted.append(point)
-        return point
-
-    try:
-        yield mount
-    finally:
-        for point in reversed(mounted):
-            if subprocess.run(["umount", str(point)], timeout=30, check=False).returncode:
-                subprocess.run(["umount", "-l", str(point)], timeout=30, check=False)
-
-
-def fill(directory):
-    """Writes a file into `directory` until its file system is full; returns its size."""
-    written = 0
-    with contextlib.suppress(OSError), open(directory / "filler", "wb", buffering=0) as file:
-        while True:
-            written += file.write(b"\0" * 65536)
-    # The last write may have stored part of its block: fill what is left.
-    with contextlib.suppress(OSError), open(directory / "filler2", "wb", buffering=0) as file:
-        while True:
-            written += file.write(b"\0")
-    return written
-
-
-def _console_script():
-    path = os.path.join(os.path.dirname(sys.executable), "easgd-train")
-    assert os.path.exists(path), "install the package: pip install -e '.[test]'"
-    return path
 
 
 @pytest.fixture(scope="module")

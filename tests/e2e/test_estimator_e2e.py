@@ -13,7 +13,13 @@ import time
 
 import portpicker
 import pytest
-from estimator_support import HAS_ESTIMATOR, requires_estimator
+from estimator_support import (
+    HAS_ESTIMATOR,
+    TARGET_ACCURACY,
+    TAU,
+    WARNING_FILTERS,
+    requires_estimator,
+)
 
 from tf_contrib_easgd.trainer import launcher
 
@@ -23,24 +29,13 @@ if HAS_ESTIMATOR:
     )
 
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:`tf.layers.dense` is deprecated:UserWarning"),
-    # The getter makes the worker copy and both centres with the same initializer, on
-    # purpose: all three start equal.
-    pytest.mark.filterwarnings("ignore:The initializer .* is unseeded:UserWarning"),
-]
+pytestmark = WARNING_FILTERS  # The models' warnings (estimator_support).
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 EXAMPLE = ROOT / "examples" / "estimator_digits.py"
-
-
-TAU = 4
-
-
-TARGET_ACCURACY = 0.85
 
 
 # The multi-process run: examples/estimator_digits.py as chief, worker, ps and evaluator,

@@ -8,38 +8,17 @@ import contextlib
 import os
 import re
 import socket
-import stat
-import sys
 
 import pytest
+from namespaces import LINUX
+from namespaces import refusing_unshare as _refusing_unshare
 from processes import child_env, wait_for_exit
+from processes import easgd_train_script as _console_script
 
 from tf_contrib_easgd.trainer import isolation, launcher
 
 # A process imports TensorFlow in ~10-15 s on the 2-core CI machine, two at once in ~20 s.
 PROCESS_TIMEOUT_SECS = 240
-
-
-LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
-
-
-REFUSING_UNSHARE = (
-    "#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n"
-)
-
-
-def _refusing_unshare(folder):
-    """Writes an `unshare` into `folder` that fails as where namespaces are not allowed."""
-    path = folder / "unshare"
-    path.write_text(REFUSING_UNSHARE)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return folder
-
-
-def _console_script():
-    path = os.path.join(os.path.dirname(sys.executable), "easgd-train")
-    assert os.path.exists(path), "install the package: pip install -e '.[test]'"
-    return path
 
 
 def _namespace(pid):

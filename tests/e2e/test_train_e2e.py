@@ -13,7 +13,10 @@ import sys
 
 import portpicker
 import pytest
+from processes import child_env as _env
+from processes import easgd_train_script as _console_script
 from processes import wait_for_exit
+from trainer_configs import tf_config as _tf_config
 
 from tf_contrib_easgd.trainer import launcher, progress
 
@@ -21,31 +24,6 @@ from tf_contrib_easgd.trainer import launcher, progress
 # ~30 s; training a few hundred steps adds seconds. No test here comes near these bounds
 # unless something hangs.
 PROCESS_TIMEOUT_SECS = 240
-
-
-W0, W1, PS = "localhost:2220", "localhost:2221", "localhost:2222"
-
-
-def _tf_config(task_type, index):
-    return json.dumps(
-        {
-            "cluster": {"chief": [W0], "worker": [W1], "ps": [PS]},
-            "task": {"type": task_type, "index": index},
-        }
-    )
-
-
-def _env(**extra):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **extra)
-    env.pop("TF_CONFIG", None)
-    env.update(extra)
-    return env
-
-
-def _console_script():
-    path = os.path.join(os.path.dirname(sys.executable), "easgd-train")
-    assert os.path.exists(path), "install the package: pip install -e '.[test]'"
-    return path
 
 
 def _pids(text):

@@ -4,113 +4,20 @@ to bad input on disk and in the environment.
 The tests of its other tiers are in tests/unit/test_bad_disk.py.
 """
 
-import contextlib
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
 
 import pytest
-import tensorflow as tf
+from bad_disks import data_file as _data_file
+from bad_disks import held_port, make_checkpoints
 from processes import child_env
 
-from tf_contrib_easgd.trainer import (
-    files,
-)
 from tf_contrib_easgd.trainer.config import EXIT_USAGE
 
 # A process imports TensorFlow in ~10-15 s on the 2-core CI machine, a few at once in ~30 s.
 DEADLINE_SECS = 240  # Of every wait on a process.
-
-
-VALUES = 64  # Floats per variable of the checkpoints made here.
-
-
-def _build(num_variables=3, devices=("/cpu:0",)):
-    """Variables `v<i>` (round robin on `devices`), `global_step`, the trainer's kind of saver."""
-    variables = []
-    for i in range(num_variables):
-        with tf.compat.v1.device(devices[i % len(devices)]):
-            variables.append(tf.compat.v1.get_variable(f"v{i}", [VALUES], tf.float32))
-    with tf.compat.v1.device(devices[0]):
-        step = tf.compat.v1.train.get_or_create_global_step()
-    saver = tf.compat.v1.train.Saver(sharded=True, max_to_keep=5, save_relative_paths=True)
-    return variables, step, saver
-
-
-def _session_config(devices):
-    return tf.compat.v1.ConfigProto(device_count={"CPU": len(devices)})
-
-
-def make_checkpoints(model_dir, steps=(1, 2, 3), num_variables=3, devices=("/cpu:0",)):
-    """Saves a checkpoint at each global step of `steps`; variable v<i> holds step * (i + 1).
-
-    Returns:
-        The path prefixes, `model_dir/model.ckpt-<step>`.
-    """
-    prefixes = []
-    with tf.Graph().as_default():
-        variables, step, saver = _build(num_variables, devices)
-        with tf.compat.v1.Session(config=_session_config(devices)) as session:
-            for value in steps:
-                for i, variable in enumerate(variables):
-                    variable.load([value * (i + 1.0)] * VALUES, session)
-                step.load(value, session)
-                prefix = os.path.join(model_dir, files.CHECKPOINT_PREFIX)
-                prefixes.append(
-                    saver.save(session, prefix, global_step=step, write_meta_graph=False)
-                )
-    return prefixes
-
-
-def _data_file(prefix):
-    """The one data file of checkpoint `prefix` (saved on one device)."""
-    return f"{prefix}.data-00000-of-00001"
-
-
-@pytest.fixture
-def mount_tmpfs(tmp_path):
-    """Mounts tmpfs file systems under `tmp_path`: `mount_tmpfs(size, read_only=False)`.
-
-    Skips the test where that is impossible (not root, no `mount`, a container that forbids
-    it); unmounts everything it mounted however the test ends.
-    """
-    mounted = []
-
-    def mount(size, read_only=False):
-        if os.geteuid() != 0:
-            pytest.skip("mounting a tmpfs needs root (and as root, permission bits stop no write)")
-        if shutil.which("mount") is None:
-            pytest.skip("no `mount` command")
-        point = tmp_path / f"mount{len(mounted)}"
-        point.mkdir()
-        options = f"size={size}" + (",ro" if read_only else "")
-        result = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)],
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
-        if result.returncode != 0:
-            pytest.skip(f"`mount -t tmpfs` failed here: {result.stderr.strip()}")
-        mounted.append(point)
-        return point
-
-    try:
-        yield mount
-    finally:
-        for point in reversed(mounted):
-            if subprocess.run(["umount", str(point)], timeout=30, check=False).returncode:
-                subprocess.run(["umount", "-l", str(point)], timeout=30, check=False)
-
-
-@contextlib.contextmanager
-def held_port(host="127.0.0.1"):
-    """A listening socket on a free port of `host`; yields the port."""
-    with socket.socket() as holder:
-        holder.bind((host, 0))
-        holder.listen()
-        yield holder.getsockname()[1]
 
 
 def _easgd_train(*args, env=None):

@@ -4,28 +4,14 @@ network namespace (trainer/isolation.py).
 The tests of its other tiers are in tests/unit/test_isolation.py.
 """
 
-import stat
 import subprocess
 import sys
 
 import pytest
+from namespaces import LINUX
+from namespaces import refusing_unshare as _refusing_unshare
 
 from tf_contrib_easgd.trainer import isolation
-
-LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
-
-
-REFUSING_UNSHARE = (
-    "#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n"
-)
-
-
-def _refusing_unshare(folder):
-    """Writes an `unshare` into `folder` that fails as where namespaces are not allowed."""
-    path = folder / "unshare"
-    path.write_text(REFUSING_UNSHARE)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return folder
 
 
 @LINUX

@@ -4,11 +4,12 @@
 The tests of its other tiers are in tests/unit/test_train.py.
 """
 
-import os
 import subprocess
 import sys
 
 import pytest
+from processes import child_env as _env
+from processes import easgd_train_script as _console_script
 
 from tf_contrib_easgd.trainer import cli as train
 
@@ -16,19 +17,6 @@ from tf_contrib_easgd.trainer import cli as train
 # ~30 s; training a few hundred steps adds seconds. No test here comes near these bounds
 # unless something hangs.
 PROCESS_TIMEOUT_SECS = 240
-
-
-def _env(**extra):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **extra)
-    env.pop("TF_CONFIG", None)
-    env.update(extra)
-    return env
-
-
-def _console_script():
-    path = os.path.join(os.path.dirname(sys.executable), "easgd-train")
-    assert os.path.exists(path), "install the package: pip install -e '.[test]'"
-    return path
 
 
 @pytest.mark.parametrize("module", [False, True], ids=["easgd-train --help", "python -m -h"])

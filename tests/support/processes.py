@@ -1,5 +1,5 @@
-"""OS processes of a test's job: liveness, the environment of children, easgd-train tasks,
-and Python scripts run in a fresh interpreter."""
+"""OS processes of a test's job: liveness, the environment of children, easgd-train's
+console script and tasks, and Python scripts run in a fresh interpreter."""
 
 import os
 import subprocess
@@ -28,11 +28,23 @@ def wait_for_exit(pids, timeout_secs=15.0):
     return [pid for pid in pids if process_alive(pid)]
 
 
-def child_env():
-    """The environment of a TensorFlow child process: quiet logs, no inherited TF_CONFIG."""
+def child_env(**extra):
+    """The environment of a TensorFlow child process: quiet logs, no inherited TF_CONFIG.
+
+    Args:
+        **extra: Variables to set on top (a TF_CONFIG among them is kept).
+    """
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     env.pop("TF_CONFIG", None)
+    env.update(extra)
     return env
+
+
+def easgd_train_script():
+    """The path of the venv's `easgd-train` console script (beside this interpreter)."""
+    path = os.path.join(os.path.dirname(sys.executable), "easgd-train")
+    assert os.path.exists(path), "install the package: pip install -e '.[test]'"
+    return path
 
 
 def run_python_script(source, tmp_path, timeout_secs=240):

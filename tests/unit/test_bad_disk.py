@@ -19,19 +19,19 @@ mount a tmpfs (a read-only directory, a full disk: as root, permission bits stop
 need root and `mount`; they skip with the reason otherwise and always unmount.
 """
 
-import contextlib
 import io
 import json
 import os
 import re
-import shutil
 import socket
-import subprocess
 import tempfile
 import types
 
 import pytest
 import tensorflow as tf
+from bad_disks import VALUES, fill, held_port, make_checkpoints, restore
+from bad_disks import build_variables as _build
+from bad_disks import data_file as _data_file
 
 from tf_contrib_easgd.cluster import tf_config
 from tf_contrib_easgd.trainer import (
@@ -46,67 +46,10 @@ from tf_contrib_easgd.trainer import (
 )
 from tf_contrib_easgd.trainer.config import UsageError
 
-VALUES = 64  # Floats per variable of the checkpoints made here.
-
-
-def _build(num_variables=3, devices=("/cpu:0",)):
-    """Variables `v<i>` (round robin on `devices`), `global_step`, the trainer's kind of saver."""
-    variables = []
-    for i in range(num_variables):
-        with tf.compat.v1.device(devices[i % len(devices)]):
-            variables.append(tf.compat.v1.get_variable(f"v{i}", [VALUES], tf.float32))
-    with tf.compat.v1.device(devices[0]):
-        step = tf.compat.v1.train.get_or_create_global_step()
-    saver = tf.compat.v1.train.Saver(sharded=True, max_to_keep=5, save_relative_paths=True)
-    return variables, step, saver
-
-
-def _session_config(devices):
-    return tf.compat.v1.ConfigProto(device_count={"CPU": len(devices)})
-
-
-def make_checkpoints(model_dir, steps=(1, 2, 3), num_variables=3, devices=("/cpu:0",)):
-    """Saves a checkpoint at each global step of `steps`; variable v<i> holds step * (i + 1).
-
-    Returns:
-        The path prefixes, `model_dir/model.ckpt-<step>`.
-    """
-    prefixes = []
-    with tf.Graph().as_default():
-        variables, step, saver = _build(num_variables, devices)
-        with tf.compat.v1.Session(config=_session_config(devices)) as session:
-            for value in steps:
-                for i, variable in enumerate(variables):
-                    variable.load([value * (i + 1.0)] * VALUES, session)
-                step.load(value, session)
-                prefix = os.path.join(model_dir, files.CHECKPOINT_PREFIX)
-                prefixes.append(
-                    saver.save(session, prefix, global_step=step, write_meta_graph=False)
-                )
-    return prefixes
-
-
-def restore(model_dir, num_variables=3, devices=("/cpu:0",)):
-    """Restores the latest checkpoint of `model_dir` as TensorFlow's chief would.
-
-    Returns:
-        `(global_step, value of v0)`.
-    """
-    with tf.Graph().as_default():
-        variables, step, saver = _build(num_variables, devices)
-        with tf.compat.v1.Session(config=_session_config(devices)) as session:
-            saver.restore(session, tf.train.latest_checkpoint(model_dir))
-            return int(session.run(step)), float(session.run(variables[0])[0])
-
 
 def _listing(directory):
     """`{name: bytes}` of every file in `directory`: to show that nothing changed."""
     return {name: (directory / name).read_bytes() for name in sorted(os.listdir(directory))}
-
-
-def _data_file(prefix):
-    """The one data file of checkpoint `prefix` (saved on one device)."""
-    return f"{prefix}.data-00000-of-00001"
 
 
 def test_a_checkpoint_of_two_data_files_is_checked_file_by_file(tmp_path):
@@ -447,53 +390,6 @@ def test_no_checkpoint_nothing_to_fit(tmp_path):
     checkpoint_fit.check(str(tmp_path), _graph_of({"w": [1]}))
 
 
-@pytest.fixture
-def mount_tmpfs(tmp_path):
-    """Mounts tmpfs file systems under `tmp_path`: `mount_tmpfs(size, read_only=False)`.
-
-    Skips the test where that is impossible (not root, no `mount`, a container that forbids
-    it); unmounts everything it mounted however the test ends.
-    """
-    mounted = []
-
-    def mount(size, read_only=False):
-        if os.geteuid() != 0:
-            pytest.skip("mounting a tmpfs needs root (and as root, permission bits stop no write)")
-        if shutil.which("mount") is None:
-            pytest.skip("no `mount` command")
-        point = tmp_path / f"mount{len(mounted)}"
-        point.mkdir()
-        options = f"size={size}" + (",ro" if read_only else "")
-        result = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)],
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
-        if result.returncode != 0:
-            pytest.skip(f"`mount -t tmpfs` failed here: {result.stderr.strip()}")
-        mounted.append(point)
-        return point
-
-    try:
-        yield mount
-    finally:
-        for point in reversed(mounted):
-            if subprocess.run(["umount", str(point)], timeout=30, check=False).returncode:
-                subprocess.run(["umount", "-l", str(point)], timeout=30, check=False)
-
-
-def fill(directory):
-    """Writes a file into `directory` until its file system is full; returns its size."""
-    written = 0
-    with contextlib.suppress(OSError), open(directory / "filler", "wb", buffering=0) as file:
-        while True:
-            written += file.write(b"\0" * 65536)
-    # The last write may have stored part of its block: fill what is left.
-    with contextlib.suppress(OSError), open(directory / "filler2", "wb", buffering=0) as file:
-        while True:
-            written += file.write(b"\0")
-    return written
-
-
 def test_a_model_dir_under_a_regular_file_is_rejected(tmp_path):
     (tmp_path / "file").write_text("")
     path = str(tmp_path / "file" / "run1")
@@ -534,15 +430,6 @@ def test_no_temporary_model_dir_names_the_temporary_directory(tmp_path, monkeypa
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "file"))
     with pytest.raises(UsageError, match=r"no temporary directory can be made in '.*/file'"):
         preflight.make_temporary_model_dir()
-
-
-@contextlib.contextmanager
-def held_port(host="127.0.0.1"):
-    """A listening socket on a free port of `host`; yields the port."""
-    with socket.socket() as holder:
-        holder.bind((host, 0))
-        holder.listen()
-        yield holder.getsockname()[1]
 
 
 def test_a_port_in_use_names_the_port_the_task_and_the_flag():

@@ -17,7 +17,13 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
-from estimator_support import HAS_ESTIMATOR, requires_estimator
+from estimator_support import (
+    HAS_ESTIMATOR,
+    TARGET_ACCURACY,
+    TAU,
+    WARNING_FILTERS,
+    requires_estimator,
+)
 
 from tf_contrib_easgd import GLOBAL_VARIABLE_NAME
 from tf_contrib_easgd.trainer import data
@@ -32,12 +38,7 @@ if HAS_ESTIMATOR:
     )
 
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:`tf.layers.dense` is deprecated:UserWarning"),
-    # The getter makes the worker copy and both centres with the same initializer, on
-    # purpose: all three start equal.
-    pytest.mark.filterwarnings("ignore:The initializer .* is unseeded:UserWarning"),
-]
+pytestmark = WARNING_FILTERS  # The models' warnings (estimator_support).
 
 
 # The values of tf.estimator.ModeKeys, spelled out so that parameters exist without it.
@@ -50,9 +51,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "ESTIMATOR.md"
 
 
-TAU = 4
-
-
 LOCAL_STEPS = 400
 
 
@@ -60,9 +58,6 @@ LEARNING_RATE = 0.2
 
 
 BATCH_SIZE = 32
-
-
-TARGET_ACCURACY = 0.85
 
 
 MODEL_NAMES = {"hidden/kernel", "hidden/bias", "logits/kernel", "logits/bias"}

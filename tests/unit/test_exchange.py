@@ -9,7 +9,8 @@ read what the session actually ran.
 import numpy as np
 import pytest
 import tensorflow as tf
-from clusters import worker_scope
+from exchange_graphs import WORKER
+from exchange_graphs import build_worker as _build
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 from tf_contrib_easgd.exchange import elastic_exchange as exchange_module
@@ -17,9 +18,6 @@ from tf_contrib_easgd.exchange.elastic_exchange import ElasticExchange
 from tf_contrib_easgd.exchange.gating import run_if
 
 CLUSTER = tf.train.ClusterSpec({"ps": ["ps0:2222", "ps1:2222"], "worker": ["w0:2222"]})
-
-
-WORKER = "/job:worker/task:0"
 
 
 def _closure(op):
@@ -33,28 +31,6 @@ def _closure(op):
         stack.extend(t.op for t in current.inputs)
         stack.extend(current.control_inputs)
     return seen
-
-
-def _build(cluster_spec, container="", period=10, shapes=((3,), (2, 2))):
-    """Builds worker 0's model (a variable per shape, loss = sum) and returns its parts."""
-    getter = ElasticAverageCustomGetter(WORKER)
-    with worker_scope(cluster_spec, 0, getter, container):
-        variables = [
-            tf.compat.v1.get_variable(f"v{i}", shape, initializer=tf.compat.v1.ones_initializer())
-            for i, shape in enumerate(shapes)
-        ]
-        global_step = tf.compat.v1.train.get_or_create_global_step()
-        opt = ElasticAverageOptimizer(
-            tf.compat.v1.train.GradientDescentOptimizer(0.5),
-            1,
-            getter,
-            communication_period=period,
-            moving_rate=0.5,
-            rho=0.0,
-        )
-        loss = tf.add_n([tf.reduce_sum(v.read_value()) for v in variables])
-        train_op = opt.minimize(loss, global_step=global_step)
-    return getter, variables, global_step, opt, train_op
 
 
 @pytest.mark.parametrize("period", [1, 10])

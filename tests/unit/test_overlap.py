@@ -11,20 +11,13 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from exchange_graphs import wait_for_exchanges as _wait_for_exchanges
 from quadratic import build_quadratic, trajectory_row
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 from tf_contrib_easgd.exchange.overlap import _subtract_scaled
 
 DEADLINE_SECS = 30
-
-
-def _wait_for_exchanges(session, global_step, count):
-    """Waits until the runner has moved the centre `count` times in all."""
-    deadline = time.monotonic() + DEADLINE_SECS
-    while session.run(global_step) < count:
-        assert time.monotonic() < deadline, f"exchange {count} did not happen in time"
-        time.sleep(0.005)
 
 
 def test_moves_land_one_period_later(world):

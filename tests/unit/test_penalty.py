@@ -11,21 +11,20 @@ import re
 import warnings
 
 import numpy as np
+import penalties
 import pytest
 import tensorflow as tf
+from penalties import momentum as _momentum
 
 from tf_contrib_easgd import (
     ElasticAverageCustomGetter,
     ElasticAverageOptimizer,
     ElasticPenaltyWarning,
-    penalty,
 )
 
-
-@pytest.fixture(autouse=True)
-def fresh_warning_registry(monkeypatch):
-    """Each test sees the warning as a fresh process would (it is shown once per process)."""
-    monkeypatch.setattr(penalty, "_warned", set())
+# The autouse fixture of penalties (shared with tests/cluster/test_penalty_cluster.py): each
+# test sees the default-rho warning as a fresh process would.
+fresh_warning_registry = penalties.fresh_warning_registry
 
 
 def _initialize(session):
@@ -133,10 +132,6 @@ def test_move_uses_the_learning_rate_with_an_explicit_rho(world, rate):
     # period-1 trajectory of the test above.
     rows, _ = _trajectory(_SGD_RATES[rate], _half_square, 3, 1, "move", rho=0.5)
     assert rows == [(5.0, 8.0, 7.0), (4.1875, 7.0, 6.0625), (3.61328125, 6.0625, 5.24609375)]
-
-
-def _momentum():
-    return tf.compat.v1.train.MomentumOptimizer(0.5, 0.5)
 
 
 @pytest.mark.parametrize(

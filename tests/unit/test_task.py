@@ -10,33 +10,10 @@ per task. tests/e2e/test_train_e2e.py and tests/e2e/test_end_to_end.py run tasks
 import numpy as np
 import pytest
 import tensorflow as tf
+from trainer_configs import train_config as _config
 
 from tf_contrib_easgd.trainer import cluster, export, graph, models
-from tf_contrib_easgd.trainer.config import MODELS, OPTIMIZERS, TrainConfig
-
-
-def _config(model_dir, **overrides):
-    values = dict(
-        steps=60,
-        batch_size=32,
-        optimizer="momentum",
-        learning_rate=0.05,
-        communication_period=5,
-        moving_rate=None,
-        rho=0.0,
-        synchronous=False,
-        overlap=False,
-        model="mlp",
-        dataset="digits",
-        model_dir=str(model_dir),
-        save_checkpoint_steps=25,
-        seed=0,
-        log_every_steps=20,
-        eval_every_steps=30,
-        timeout_secs=30.0,
-    )
-    values.update(overrides)
-    return TrainConfig(**values)
+from tf_contrib_easgd.trainer.config import MODELS, OPTIMIZERS
 
 
 def _job_and_task(device):

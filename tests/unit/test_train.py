@@ -6,12 +6,13 @@ processes: local mode through the command line, task mode from TF_CONFIG with pr
 test starts itself, and a failing worker. tests/e2e/test_end_to_end.py has task mode by flags.
 """
 
-import json
 import re
 
 import pytest
 from absl import app, flags
 from absl.testing import flagsaver
+from trainer_configs import PS, W0, W1
+from trainer_configs import tf_config as _tf_config
 
 from tf_contrib_easgd.trainer import cli as train
 from tf_contrib_easgd.trainer import cluster
@@ -22,8 +23,6 @@ from tf_contrib_easgd.trainer.config import (
     describe_exchange,
     plan_from_flags,
 )
-
-W0, W1, PS = "localhost:2220", "localhost:2221", "localhost:2222"
 
 
 @pytest.fixture
@@ -41,15 +40,6 @@ def parse():
     train.FLAGS.unparse_flags()
     if was_parsed:
         train.FLAGS.mark_as_parsed()
-
-
-def _tf_config(task_type, index):
-    return json.dumps(
-        {
-            "cluster": {"chief": [W0], "worker": [W1], "ps": [PS]},
-            "task": {"type": task_type, "index": index},
-        }
-    )
 
 
 def test_defaults_run_one_ps_and_two_workers_locally(parse):

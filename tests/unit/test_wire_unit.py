@@ -6,17 +6,10 @@ The tests of its other tiers are in tests/cluster/test_wire.py.
 import numpy as np
 import pytest
 import tensorflow as tf
+from exchange_graphs import wire_references as _references
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
-from tf_contrib_easgd.exchange.wire import REFERENCE_SCOPE, check_wire_dtype
-
-
-def _references():
-    return [
-        v
-        for v in tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.LOCAL_VARIABLES)
-        if v.op.name.startswith(REFERENCE_SCOPE)
-    ]
+from tf_contrib_easgd.exchange.wire import check_wire_dtype
 
 
 @pytest.mark.parametrize(
