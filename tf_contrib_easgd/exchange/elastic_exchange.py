@@ -135,7 +135,7 @@ class ElasticExchange(ExchangeHalves):
         Direct calls are all in flight together: a variable lives on one task, so the order
         across tasks changes no move. `RemoteCall`s go one after the other: TensorFlow's
         runtime aborts the process now and then (`std::length_error`, or SIGSEGV) when one
-        step starts `RemoteCall`s to several targets at once (docs/DESIGN.md, "Calls at
+        step starts `RemoteCall`s to several targets at once (docs/DESIGN.md, "Every ps task at
         once"). `_serial_calls` (the benchmarks' serial form, to measure against) chains
         the direct calls too.
         """
