@@ -77,7 +77,7 @@ def argv(kind, name, role, spec, options):
     command = [sys.executable, "-m", "benchmarks.common.strategy_task", f"--contender={kind}",
                f"--role={role}", f"--index={index}", f"--cluster={json.dumps(spec)}"]  # fmt: skip
     for key in ("model", "learning_rate", "seconds", "eval_secs", "epoch_steps",
-                "steps_per_execution", "wire_dtype"):  # fmt: skip
+                "steps_per_execution", "wire_dtype", "moving_rate"):  # fmt: skip
         if options.get(key) is not None:
             command.append(f"--{key}={options[key]}")
     return command + (["--overlap"] if options.get("overlap") else [])

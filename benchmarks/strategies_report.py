@@ -17,7 +17,7 @@ HEADER = (
     "ps link B/example | worker link B/example | CPU ms / 100 examples | "
     "-s to 97% (each run) | median s | x best TF | final accuracy | load"
 )
-EASGD = ("callback", "callback-overlap-bf16", "easgd-train")
+EASGD = ("callback-a0.045", "callback-a0.45", "callback-a0.45-overlap-bf16", "easgd-train")
 
 
 def median_or_none(values):
@@ -230,8 +230,10 @@ tf-keras `model.fit` (a coordinator, `DatasetCreator`, `steps_per_epoch` {epoch}
 `GRPC_FAIL_FAST=use_caller`; every worker reads the whole training set in an order of its
 own, as PSS's input pipeline gives no worker index); `pss-spe` the same with the best
 `steps_per_execution` of {spe}; `mwms` is `tf.distribute.MultiWorkerMirroredStrategy` +
-`model.fit` on the global batch; `callback` is `ElasticAverageCallback` with its defaults
-(Keras 3), `callback-overlap-bf16` with `overlap=True, wire_dtype="bfloat16"`; `easgd-train`
+`model.fit` on the global batch; `callback-a0.045` is `ElasticAverageCallback` (Keras 3,
+communication period 10) at contrib's moving rate 0.9 / 10 / 2 = 0.045, `callback-a0.45` at
+easgd-train's 0.9 / 2 = 0.45, `callback-a0.45-overlap-bf16` at 0.45 with `overlap=True,
+wire_dtype="bfloat16"`; `easgd-train`
 is `easgd-train --api=tf1` with its defaults in task mode. Each run trains {seconds:g} s from
 the moment its evaluating process begins `fit` (easgd-train: its chief's session is ready):
 process start-up is not counted, the first step's tracing is, {repeats} repeats

@@ -46,6 +46,7 @@ def parse(argv=None):
     parser.add_argument("--steps_per_execution", type=int, default=1)
     parser.add_argument("--overlap", action="store_true")
     parser.add_argument("--wire_dtype", default=None)
+    parser.add_argument("--moving_rate", type=float, default=None, help="The callback's.")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     for name in ("learning_rate", "seconds", "eval_secs", "epoch_steps", "steps_per_execution"):
@@ -222,7 +223,7 @@ def callback_worker(args, digits):
     _compile(model, args)
     easgd = ElasticAverageCallback(
         task, server=server, timeout_secs=WAIT_SECS, overlap=args.overlap,
-        wire_dtype=args.wire_dtype,
+        wire_dtype=args.wire_dtype, moving_rate=args.moving_rate,
     )  # fmt: skip
     curve = Curve(_model(args, digits), digits) if args.index == 0 else None
     window = BatchCurve(args.seconds, args.eval_secs, curve, easgd.centre_weights)

@@ -47,12 +47,21 @@ def test_a_pss_command_line_is_one_its_task_parses_back():
     assert not args.overlap and args.wire_dtype is None
 
 
-def test_the_callback_command_line_carries_overlap_and_the_wire():
+def test_the_callback_command_line_carries_its_moving_rate_overlap_and_wire():
     spec = {"ps": ["a:1"], "worker": ["b:1", "c:1"]}
     options = {"model": "mlp", "learning_rate": 0.05, "seconds": 6.0, "overlap": True,
-               "wire_dtype": "bfloat16"}  # fmt: skip
+               "wire_dtype": "bfloat16", "moving_rate": 0.45}  # fmt: skip
     args = strategy_task.parse(strategies_jobs.argv("callback", "ps0", "ps", spec, options)[3:])
     assert (args.role, args.index, args.overlap, args.wire_dtype) == ("ps", 0, True, "bfloat16")
+    assert args.moving_rate == 0.45
+
+
+def test_every_callback_contender_names_its_moving_rate():
+    # The callback's default moving rate is chosen from these runs, so no contender may
+    # lean on the default: each says its own.
+    callbacks = [c for c, (kind, _) in strategies.CONTENDERS.items() if kind == "callback"]
+    assert callbacks and all("moving_rate" in strategies.CONTENDERS[c][1] for c in callbacks)
+    assert set(callbacks) < set(strategies_report.EASGD)
 
 
 def test_easgd_train_runs_in_task_mode_with_its_defaults_but_the_rate():
@@ -198,7 +207,7 @@ def _results():
         "1gbit": {
             "pss": [_run(800, 6.0, 0.97, 2800), _run(900, 4.0, 0.975, 2800)],
             "mwms": [_run(1000, 5.0, 0.972), _run(1100, None, 0.96)],
-            "callback": [_run(7000, 2.0, 0.968, 260), _run(6000, 1.5, 0.97, 260)],
+            "callback-a0.45": [_run(7000, 2.0, 0.968, 260), _run(6000, 1.5, 0.97, 260)],
         }
     }
     lr = {"learning_rate": 0.05}
@@ -215,8 +224,8 @@ def test_rows_give_medians_and_ratios_against_the_best_tf_strategy():
     assert rows["pss"][8:11] == ["6.0, 4.0", "5.0", "1.00"]
     assert rows["mwms"][8:11] == ["5.0, -", "-", "-"]
     # callback: 6500 / 1050 = 6.19; (2.0 + 1.5) / 2 = 1.75 -> 1.75 / 5.0 = 0.35.
-    assert rows["callback"][3:5] == ["6500", "6.19"]
-    assert rows["callback"][5] == "260" and rows["callback"][10] == "0.35"
+    assert rows["callback-a0.45"][3:5] == ["6500", "6.19"]
+    assert rows["callback-a0.45"][5] == "260" and rows["callback-a0.45"][10] == "0.35"
 
 
 def test_targets_judge_easgd_against_the_best_strategy_and_its_noise():
