@@ -161,11 +161,11 @@ bench-scale: $(BENCH_STAMP)
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m benchmarks.scale --out=benchmarks/results \
 	  --report=docs/SCALING.md
 
-# `make bench-strategies` (~2 h on a quiet 2-core machine: ~150 training runs of ~45 s,
-# most of it TensorFlow's start-up) sets EASGD beside TF 2's ParameterServerStrategy and
-# MultiWorkerMirroredStrategy with the same Keras model (benchmarks/strategies.py): it picks
-# each contender's learning rate on loopback, then measures loopback, 1 Gbit/s and 100 Mbit/s
-# links (these need root, `ip netns` and `tc`; without them loopback alone), and rewrites
+# `make bench-strategies` (88 min at 34cb98d on a quiet 2-core machine: 174 training runs
+# of ~30 s, a third of it TensorFlow's start-up) sets EASGD beside TF 2's
+# ParameterServerStrategy and MultiWorkerMirroredStrategy with the same Keras model
+# (benchmarks/strategies.py): it picks each contender's learning rate on loopback, then
+# measures loopback, 1 Gbit/s and 100 Mbit/s links (these need root, `ip netns` and `tc`; without them loopback alone), and rewrites
 # benchmarks/results/strategies.* and its generated block of BENCHMARKS.md, which `make bench`
 # keeps. `python -m benchmarks.strategies --quick` is its smoke run (~4 min quiet).
 .PHONY: bench-strategies

@@ -244,4 +244,5 @@ chief steps). Bytes: sent + received on the ps's and on worker 0's link over the
 start-up included, per example trained; CPU: of every process of the job from the start of
 training, per 100 examples. "x best TF": against the best of PSS and MWMS on the
 same network. "loopback": each task a host of its own on unlimited links; load: the
-1-minute load average before each run."""
+1-minute load average before each run, which counts the previous run's processes (a job is
+3 or 4 processes on 2 cores)."""
