@@ -66,7 +66,7 @@ def test_bad_arguments_are_refused_at_construction(arguments, error, message):
 def test_defaults():
     callback = ElasticAverageCallback(WORKER)
     assert callback.communication_period == 10
-    assert callback.moving_rate == pytest.approx(0.9 / 10 / 2)  # As the optimizer's default.
+    assert callback.moving_rate == pytest.approx(0.9 / 2)  # beta / W; the optimizer keeps 0.9 / 10 / 2.
     assert ElasticAverageCallback(WORKER, 4, 0.5).moving_rate == 0.5
 
 

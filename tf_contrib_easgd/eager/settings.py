@@ -15,6 +15,11 @@ from tf_contrib_easgd import _validation
 from tf_contrib_easgd.cluster.resolver import ClusterTask
 from tf_contrib_easgd.exchange.wire import check_wire_dtype
 
+#: The default moving rate is the paper's beta / W, as easgd-train's, not contrib's
+#: beta / tau / W, which `ElasticAverageOptimizer` keeps for migrated scripts: with it the
+#: centre lags the workers (BENCHMARKS.md, "Against TF 2's strategies").
+PAPER_BETA = 0.9
+
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
@@ -45,7 +50,7 @@ class Settings:
         overlap,
         wire_dtype=None,
     ):
-        """The arguments, checked; `moving_rate` None becomes 0.9 / tau / workers, and
+        """The arguments, checked; `moving_rate` None becomes `PAPER_BETA` / workers, and
         `wire_dtype` None or float32 (by `tf.DType` or name) becomes None.
 
         Raises:
@@ -66,7 +71,7 @@ class Settings:
         return cls(
             task=task,
             period=period,
-            moving_rate=0.9 / period / task.num_workers if rate is None else rate,
+            moving_rate=PAPER_BETA / task.num_workers if rate is None else rate,
             model_dir=None if model_dir is None else os.fspath(model_dir),
             timeout_secs=timeout_secs,
             save_steps=save_checkpoint_steps,
