@@ -75,7 +75,7 @@ def test_defaults_and_duplicates():
     worker = ElasticAverageWorker(WORKER, [kernel, bias, kernel])
     assert [id(v) for v in worker._averaged.collect()] == [id(kernel), id(bias)]  # Once each.
     assert worker.communication_period == 10
-    assert worker.moving_rate == pytest.approx(0.9 / 10 / 2)  # As the optimizer's default.
+    assert worker.moving_rate == pytest.approx(0.9 / 2)  # beta / W (the optimizer: / 10 too).
     assert not worker.started
     assert worker.centre_found is None
 

@@ -66,8 +66,18 @@ def test_bad_arguments_are_refused_at_construction(arguments, error, message):
 def test_defaults():
     callback = ElasticAverageCallback(WORKER)
     assert callback.communication_period == 10
-    assert callback.moving_rate == pytest.approx(0.9 / 10 / 2)  # As the optimizer's default.
+    assert callback.moving_rate == pytest.approx(0.9 / 2)  # beta / W (the optimizer: / 10 too).
     assert ElasticAverageCallback(WORKER, 4, 0.5).moving_rate == 0.5
+
+
+def test_the_default_moving_rate_is_at_most_a_half_with_overlap():
+    one = cluster_from_hosts("worker", 0, PS, W0)
+    # One worker: 0.9 / 1 = 0.9, but a late move that large takes back what the worker
+    # learnt since, so with overlap the default stops at 0.5; two workers: 0.45 either way.
+    assert ElasticAverageCallback(one).moving_rate == pytest.approx(0.9)
+    assert ElasticAverageCallback(one, overlap=True).moving_rate == 0.5
+    assert ElasticAverageCallback(WORKER, overlap=True).moving_rate == pytest.approx(0.45)
+    assert ElasticAverageCallback(one, moving_rate=0.8, overlap=True).moving_rate == 0.8
 
 
 def test_a_model_without_weights_is_refused_before_training():

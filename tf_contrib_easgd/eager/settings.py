@@ -15,6 +15,15 @@ from tf_contrib_easgd import _validation
 from tf_contrib_easgd.cluster.resolver import ClusterTask
 from tf_contrib_easgd.exchange.wire import check_wire_dtype
 
+#: The default moving rate is the paper's beta / W, as easgd-train's, not contrib's
+#: beta / tau / W, which `ElasticAverageOptimizer` keeps for migrated scripts: with it the
+#: centre lags the workers (BENCHMARKS.md, "Against TF 2's strategies").
+PAPER_BETA = 0.9
+#: With `overlap`, the default moving rate is at most this: a move that lands a period late
+#: and takes back most of the worker's lead also takes back most of what it learnt since
+#: (as easgd-train, which turns overlap off above it).
+OVERLAP_MAX_DEFAULT_RATE = 0.5
+
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
@@ -45,7 +54,8 @@ class Settings:
         overlap,
         wire_dtype=None,
     ):
-        """The arguments, checked; `moving_rate` None becomes 0.9 / tau / workers, and
+        """The arguments, checked; `moving_rate` None becomes `PAPER_BETA` / workers (with
+        `overlap`, at most `OVERLAP_MAX_DEFAULT_RATE`), and
         `wire_dtype` None or float32 (by `tf.DType` or name) becomes None.
 
         Raises:
@@ -66,7 +76,7 @@ class Settings:
         return cls(
             task=task,
             period=period,
-            moving_rate=0.9 / period / task.num_workers if rate is None else rate,
+            moving_rate=_default_rate(task.num_workers, overlap) if rate is None else rate,
             model_dir=None if model_dir is None else os.fspath(model_dir),
             timeout_secs=timeout_secs,
             save_steps=save_checkpoint_steps,
@@ -75,6 +85,11 @@ class Settings:
             overlap=_validation.check_bool(overlap, "overlap"),
             wire_dtype=check_wire_dtype(wire_dtype),
         )
+
+
+def _default_rate(num_workers, overlap):
+    rate = PAPER_BETA / num_workers
+    return min(rate, OVERLAP_MAX_DEFAULT_RATE) if overlap is True else rate
 
 
 def check_eager(who, what):

@@ -81,8 +81,11 @@ class ElasticAverageWorker:
                 `tf.Module` or Keras model, whose every floating-point variable is averaged
                 (read at `start()`: build it before).
             communication_period: steps between two exchanges (tau), at least 1.
-            moving_rate: alpha in (0, 1]; None means 0.9 / communication_period /
-                number of workers, as `ElasticAverageOptimizer`'s default.
+            moving_rate: alpha in (0, 1]; None means 0.9 / number of workers, the
+                paper's beta / W (as easgd-train's; `ElasticAverageOptimizer` keeps
+                contrib's 0.9 / communication_period / number of workers): the best
+                measured (BENCHMARKS.md, "Against TF 2's strategies"); with `overlap`,
+                at most 0.5.
             model_dir: where the chief writes checkpoints of the centre (every
                 `save_checkpoint_steps` steps, on `save_checkpoint()`, and at the end) and
                 the final centre; None writes nothing.

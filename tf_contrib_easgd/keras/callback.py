@@ -69,8 +69,11 @@ class ElasticAverageCallback(tf.keras.callbacks.Callback):
             cluster: this worker's `tf_contrib_easgd.ClusterTask` (`cluster_from_hosts`,
                 `cluster_from_tf_config`, `cluster_from_slurm`); worker 0 is the chief.
             communication_period: batches between two exchanges (tau), at least 1.
-            moving_rate: alpha in (0, 1]; None means 0.9 / communication_period /
-                number of workers, as `ElasticAverageOptimizer`'s default.
+            moving_rate: alpha in (0, 1]; None means 0.9 / number of workers, the
+                paper's beta / W (as easgd-train's; `ElasticAverageOptimizer` keeps
+                contrib's 0.9 / communication_period / number of workers): the best
+                measured (BENCHMARKS.md, "Against TF 2's strategies"); with `overlap`,
+                at most 0.5.
             model_dir: where the chief writes checkpoints of the centre (every
                 `save_checkpoint_steps` of its batches, else at each epoch's end) and the
                 final centre; None writes nothing.

@@ -256,8 +256,8 @@ def _train_config(f, task, num_workers):
     overlap, wire_dtype = AUTOMATIC_EXCHANGE[LOCAL if task is None else TASK]
     overlap = overlap and moving_rate <= OVERLAP_MAX_MOVING_RATE
     if f.api == KERAS:
-        # The callback's 16-bit wire is there (`--wire_dtype`) but not yet measured as the
-        # graph's was (docs/TUNING.md): it sends float32 unless told otherwise.
+        # The callback's 16-bit wire halves its bytes but did not train faster where it
+        # was measured (BENCHMARKS.md, "Against TF 2's strategies"): float32 unless told.
         wire_dtype = "float32"
     if f.moving_rate is not None and not 0 < f.moving_rate <= 1:
         raise UsageError(f"--moving_rate={f.moving_rate!r}: must be in (0, 1].")
