@@ -160,6 +160,18 @@ class SessionWorker:
             "loss": float(self.session.run(self.built.loss)),
         }
 
+    def placement(self):
+        """{"placement": {name: ps task index}} of the built graph's global variables that
+        live on a ps task: the contrib section checks that both sides spread them alike."""
+        with self.built.graph.as_default():
+            variables = v1.global_variables()
+        placed = {}
+        for variable in variables:
+            device = tf.DeviceSpec.from_string(variable.device)
+            if device.job == "ps":
+                placed[variable.op.name] = device.task
+        return {"placement": placed}
+
     def close(self):
         """Stops the queue runners and closes the session."""
         if self.coordinator is not None:
