@@ -217,7 +217,8 @@ def _count(parameters):
 HEADER = "-TensorFlow | -configuration | steps/s | x local (per round) | ms a step over local"
 SPREAD = """\
 **{num_ps} ps tasks, every task a host of its own on a {rate} link** (`tc`), else as above.
-`replica_device_setter` spreads the variables over the ps tasks round-robin, alike on both
-sides (checked before the windows); the parameters whose centres each holds: {held}. Ours
+`replica_device_setter` spreads the variables over the ps tasks, each to the task holding
+the fewest bytes so far (`models.FewestBytesFirst`), alike on both sides (checked before the
+windows); the parameters whose centres each holds: {held}. Ours
 exchanges by direct calls (easgd-10's normal path, checked), which go to the ps tasks at
 once; contrib's exchange is one graph whose ops on each ps task run together."""

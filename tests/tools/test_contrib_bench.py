@@ -18,12 +18,20 @@ HEADER = [
     "| TensorFlow | configuration | steps/s | x local (per round) | ms a step over local |",
     "|---|---|---:|---:|---:|",
 ]
-#: Where replica_device_setter puts mlp-2.9M's variables over 2 ps tasks, round-robin in
-#: creation order: the weights and global_step (the 9th) on ps0, the biases on ps1.
-ROUND_ROBIN = {
-    **{f"global_center_variable/layer_{i}/weights": 0 for i in range(4)},
-    **{f"global_center_variable/layer_{i}/biases": 1 for i in range(4)},
-    "global_step": 0,
+#: Where `models.FewestBytesFirst` puts mlp-2.9M's centres over 2 ps tasks, in creation
+#: order, each to the task with fewer parameters so far (a tie: ps0): w0 (784 * 1024 =
+#: 802,816) ps0; b0 ps1 (0 < 802,816); w1 ps1 (1,024 < 802,816), now 1,049,600; b1 ps0,
+#: 803,840; w2 ps0, 1,852,416; b2 ps1, 1,050,624; w3 ps1, 1,060,864; b3 and global_step ps1.
+SPREAD = {
+    "global_center_variable/layer_0/weights": 0,
+    "global_center_variable/layer_0/biases": 1,
+    "global_center_variable/layer_1/weights": 1,
+    "global_center_variable/layer_1/biases": 0,
+    "global_center_variable/layer_2/weights": 0,
+    "global_center_variable/layer_2/biases": 1,
+    "global_center_variable/layer_3/weights": 1,
+    "global_center_variable/layer_3/biases": 1,
+    "global_step": 1,
 }
 
 
@@ -97,14 +105,14 @@ def test_results_without_two_ps_render_the_one_table_as_before():
 
 def test_two_ps_rows_go_under_the_table_with_what_they_are():
     two_ps = {"num_ps": 2, "rate": "1gbit", "runs": TWO_PS,
-              "placement": {"contrib": ROUND_ROBIN, "package": ROUND_ROBIN}}  # fmt: skip
+              "placement": {"contrib": SPREAD, "package": SPREAD}}  # fmt: skip
     lines = contrib.render(_results(two_ps))
     assert lines[:8] == contrib.render(_results())
     text, gap, rows, end = lines[8:]
     assert text.startswith("**2 ps tasks, every task a host of its own on a 1 Gbit/s link**")
-    # ps0: 784 * 1024 + 1024 * 1024 * 2 + 1024 * 10 = 2,910,208 parameters; ps1 the biases,
-    # 1024 * 3 + 10 = 3,082.
-    assert "`replica_device_setter`" in text and "ps0 2.91 M, ps1 3.1 K." in text
+    # ps0: 802,816 + 1,024 + 1,048,576 = 1,852,416 parameters; ps1: 1,024 + 1,048,576 +
+    # 1,024 + 10,240 + 10 = 1,060,874 (global_step is not the model's).
+    assert "`replica_device_setter`" in text and "ps0 1.85 M, ps1 1.06 M." in text
     assert "direct calls" in text
     # (64 / 80) / (20 / 50) = 2 both ways.
     assert text.endswith(
@@ -133,21 +141,21 @@ def test_two_ps_skipped_says_why_under_the_table():
 def test_parameters_per_task_counts_each_ps_tasks_centres():
     # ps0: 784 * 1024 + 1024 * 1024 + 1024 * 1024 + 1024 * 10 = 2,910,208 (global_step
     # not counted); ps1: 1024 + 1024 + 1024 + 10 = 3,082.
-    assert contrib.parameters_per_task(ROUND_ROBIN, protocol.COMM_MLP) == {0: 2910208, 1: 3082}
+    assert contrib.parameters_per_task(SPREAD, protocol.COMM_MLP) == {0: 1852416, 1: 1060874}
 
 
 def test_check_spread_takes_both_sides_alike_over_every_ps_task():
-    contrib.check_spread({"contrib": ROUND_ROBIN, "package": dict(ROUND_ROBIN)}, 2)
-    contrib.check_spread({"package": ROUND_ROBIN}, 2)  # The first side built.
+    contrib.check_spread({"contrib": SPREAD, "package": dict(SPREAD)}, 2)
+    contrib.check_spread({"package": SPREAD}, 2)  # The first side built.
 
 
 def test_check_spread_refuses_a_ps_task_left_out_or_sides_that_differ():
-    on_ps0 = dict.fromkeys(ROUND_ROBIN, 0)
+    on_ps0 = dict.fromkeys(SPREAD, 0)
     with pytest.raises(RuntimeError, match=r"package: variables on ps tasks \{0\}"):
-        contrib.check_spread({"contrib": ROUND_ROBIN, "package": on_ps0}, 2)
-    swapped = {name: 1 - task for name, task in ROUND_ROBIN.items()}
+        contrib.check_spread({"contrib": SPREAD, "package": on_ps0}, 2)
+    swapped = {name: 1 - task for name, task in SPREAD.items()}
     with pytest.raises(RuntimeError, match="the sides spread the variables differently"):
-        contrib.check_spread({"contrib": ROUND_ROBIN, "package": swapped}, 2)
+        contrib.check_spread({"contrib": SPREAD, "package": swapped}, 2)
 
 
 def test_a_bench_cluster_has_one_ps_unless_told(tmp_path):
