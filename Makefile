@@ -119,11 +119,12 @@ demo: $(STAMP)
 # its module and target); never part of `make test`. The bytes-on-the-wire section needs
 # root and `ip netns` (a private network namespace), the shaped network and the pinned run
 # also `tc`; without them they are skipped with a message. The side by side with the
-# original contrib needs .venv-tf115 (`make test-contrib` builds it); without it, it is
-# skipped with a message. `make bench` (52 min at 28a3faf) runs every section and rewrites
+# original contrib needs .venv-tf115 (`make test-contrib` builds it), its rows of 2 ps tasks
+# on 1 Gbit/s links also root, `ip netns` and `tc`; without them, they are skipped with a
+# message. `make bench` (52 min at 28a3faf) runs every section and rewrites
 # BENCHMARKS.md and benchmarks/results/; `make bench-quick` is a smoke run under 5 min
 # writing to a temp folder. `make bench-SECTION` measures one section alone (the name under
-# its heading in BENCHMARKS.md; bench-contrib ~5 min) and merges it into
+# its heading in BENCHMARKS.md; bench-contrib ~9 min with its 2-ps rows) and merges it into
 # benchmarks/results/results.json and BENCHMARKS.md, keeping the other sections' figures.
 BENCH_SECTIONS := throughput bytes accuracy overhead keras exchange shaped pinned contrib
 BENCH_STAMP := $(VENV)/.installed-bench

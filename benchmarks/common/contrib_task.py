@@ -56,9 +56,7 @@ class Worker(models.SessionWorker):
                 ]
             else:
                 getter = ElasticAverageCustomGetter(device)
-                setter = v1.train.replica_device_setter(
-                    worker_device=device, cluster=self.cluster_spec
-                )
+                setter = models.replica_setter(device, self.cluster_spec)
                 with v1.device(setter), v1.variable_scope("", custom_getter=getter):
                     params = models.make_params(spec)
                     global_step = v1.train.get_or_create_global_step()

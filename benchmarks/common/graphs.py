@@ -60,7 +60,7 @@ def build(config, spec, cluster_spec, task_index, num_workers, learning_rate, in
                 train_op = sgd.minimize(loss)
             init = [v1.global_variables_initializer(), v1.local_variables_initializer()]
             return Built(graph, train_op, init, init, params, loss)
-        setter = v1.train.replica_device_setter(worker_device=worker, cluster=cluster_spec)
+        setter = models.replica_setter(worker, cluster_spec)
         getter = None if config in ("async", "sync") else ElasticAverageCustomGetter(worker)
         with v1.device(setter), v1.variable_scope("", custom_getter=getter):
             params = models.make_params(spec)

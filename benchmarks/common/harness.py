@@ -145,20 +145,25 @@ class _Cluster:
 
 
 class BenchCluster(_Cluster):
-    """A ps and `num_workers` worker processes of `module` run by `python`, in the variable
-    `world` ("tf1" or "tf2"), on loopback, in a private network namespace (`netns`), or
-    each on a host of its own whose link has `rate` ("1gbit"); `cpus`: {"ps" or "worker":
-    cpu ids} to pin them to, and {"links": cpu ids} to do the emulated links' receive work on
-    (`HostNetwork.steer_receives`); `malloc`: with `reuse_freed_memory`'s allocator settings."""
+    """`num_ps` ps (ps0, ps1, ...) and `num_workers` worker processes of `module` run by
+    `python`, in the variable `world` ("tf1" or "tf2"), on loopback, in a private network
+    namespace (`netns`), or each on a host of its own whose link has `rate` ("1gbit");
+    `cpus`: {"ps" or "worker": cpu ids} to pin them to, and {"links": cpu ids} to do the
+    emulated links' receive work on (`HostNetwork.steer_receives`); `malloc`: with
+    `reuse_freed_memory`'s allocator settings."""
 
     kind = "bench"
 
     def __init__(self, num_workers, log_dir, world="tf1", netns=False, rate=None, cpus=None,
-                 python=sys.executable, module="benchmarks.common.task", malloc=True):  # fmt: skip
+                 python=sys.executable, module="benchmarks.common.task", malloc=True,
+                 num_ps=1):  # fmt: skip
+        if type(num_ps) is not int or num_ps < 1:
+            raise ValueError(f"num_ps must be an int of at least 1, got {num_ps!r}")
         self.module, self.python, self.world, self.cpus = module, python, world, cpus or {}
         if self.cpus.get("links") and not rate:
             raise ValueError(f"cpus['links'] needs a shaped network (rate), got rate={rate!r}")
-        self.tasks = ["ps0", *(f"worker{i}" for i in range(num_workers))]
+        self.num_ps, workers = num_ps, [f"worker{i}" for i in range(num_workers)]
+        self.tasks = [f"ps{i}" for i in range(num_ps)] + workers
         hosts = self.tasks if rate else None
         super().__init__(log_dir, [(t, HOST_PORT) for t in self.tasks], hosts, rate, netns)
         self.num_workers, self.ready = num_workers, {}
@@ -173,7 +178,7 @@ class BenchCluster(_Cluster):
             pinned = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
             arguments = (f"--role={job}", f"--index={task[len(job) :]}", f"--world={self.world}")
             self._spawn(task, *arguments, pinned=pinned, environ=self.environ)
-        self.workers = self.processes[1:]
+        self.workers = self.processes[self.num_ps :]
         for process in self.processes:
             self.ready[process.name] = process.receive(START_TIMEOUT_SECS)
 

@@ -26,6 +26,42 @@ ABORT_RETRIES = 3
 v1 = tf.compat.v1
 
 
+class FewestBytesFirst:
+    """A `replica_device_setter` `ps_strategy`: each variable to the ps task that holds the
+    fewest bytes so far (on a tie, the lowest index). Round-robin would alternate a model's
+    weights and biases and put nearly every byte on ps 0; both sides of the contrib
+    comparison place with this, so they spread alike. One per graph: it counts."""
+
+    def __init__(self, num_tasks):
+        if type(num_tasks) is not int or num_tasks < 1:
+            raise ValueError(f"num_tasks must be an int >= 1, got {num_tasks!r}")
+        self.loads = [0] * num_tasks
+
+    def __call__(self, op):
+        task = self.loads.index(min(self.loads))
+        self.loads[task] += variable_bytes(op)
+        return task
+
+
+def variable_bytes(op):
+    """The bytes of the variable `op` makes (its `shape` and `dtype`); 0 for an op without
+    them or of an unknown shape."""
+    try:
+        shape, dtype = tf.TensorShape(op.get_attr("shape")), tf.as_dtype(op.get_attr("dtype"))
+    except ValueError:
+        return 0
+    count = shape.num_elements()
+    return count * dtype.size if count is not None else 0
+
+
+def replica_setter(worker_device, cluster_spec):
+    """`replica_device_setter` over `cluster_spec`'s ps tasks, `FewestBytesFirst`."""
+    spread = FewestBytesFirst(cluster_spec.num_tasks("ps"))
+    return v1.train.replica_device_setter(
+        worker_device=worker_device, cluster=cluster_spec, ps_strategy=spread
+    )
+
+
 def make_params(spec):
     """The variables of `spec` (a `protocol.ModelSpec`), in creation order: name -> var."""
     params = {}
@@ -159,6 +195,18 @@ class SessionWorker:
             "variables": len(values),
             "loss": float(self.session.run(self.built.loss)),
         }
+
+    def placement(self):
+        """{"placement": {name: ps task index}} of the built graph's global variables that
+        live on a ps task: the contrib section checks that both sides spread them alike."""
+        with self.built.graph.as_default():
+            variables = v1.global_variables()
+        placed = {}
+        for variable in variables:
+            device = tf.DeviceSpec.from_string(variable.device)
+            if device.job == "ps":
+                placed[variable.op.name] = device.task
+        return {"placement": placed}
 
     def close(self):
         """Stops the queue runners and closes the session."""
