@@ -73,6 +73,7 @@ class Settings:
         stop_ps = _validation.check_bool(stop_parameter_servers, "stop_parameter_servers")
         if server is not None and not hasattr(server, "target"):
             raise TypeError(f"server must be a tf.distribute.Server or None, got {server!r}.")
+        overlap = _validation.check_bool(overlap, "overlap")
         return cls(
             task=task,
             period=period,
@@ -82,14 +83,15 @@ class Settings:
             save_steps=save_checkpoint_steps,
             stop_ps=stop_ps,
             server=server,
-            overlap=_validation.check_bool(overlap, "overlap"),
+            overlap=overlap,
             wire_dtype=check_wire_dtype(wire_dtype),
         )
 
 
 def _default_rate(num_workers, overlap):
+    """The moving rate when none is given: beta / workers, capped with `overlap`."""
     rate = PAPER_BETA / num_workers
-    return min(rate, OVERLAP_MAX_DEFAULT_RATE) if overlap is True else rate
+    return min(rate, OVERLAP_MAX_DEFAULT_RATE) if overlap else rate
 
 
 def check_eager(who, what):
