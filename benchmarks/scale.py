@@ -2,7 +2,7 @@
 
     python -m benchmarks.scale              # make bench-scale (~30 min): OUT/scale.json,
                                             # scale.png, scale_windows.csv, the doc's block
-    python -m benchmarks.scale --quick      # a smoke run (~40 s) in a temporary folder
+    python -m benchmarks.scale --quick      # a smoke run (~2 min) in a temporary folder
     python -m benchmarks.scale --rerender   # docs/SCALING.md's block from OUT/scale.json
 
 Workers are server tasks, 16 to a host process (common/scale_task.py), whose local step waits the
@@ -55,7 +55,9 @@ CONSTANTS_SECS = 3.0  # The constants pass's window of back-to-back exchanges.
 #: faster at the end of the pass, 418c666).
 SETTLE_SECS = (8.0, 1.0)
 CHIEF_DELAY_SECS = 3.0  # How late the chief starts in `job`.
-JOB_EXCHANGES, LEDGER_SECS, CHECKPOINT_REPEATS = 3, 6.0, 3
+JOB_EXCHANGES, CHECKPOINT_REPEATS = 3, 3
+#: A ledger window's length (--quick: the second), long enough for ~10 reads at 0.2 s.
+LEDGER_SECS = (6.0, 2.0)
 
 
 def _hosts(cluster, workers, command, **arguments):
@@ -271,23 +273,24 @@ def job(cluster, model, workers, ps_tasks, log):
     return m
 
 
-def ledger(cluster, workers, poll, log):
+def ledger(cluster, workers, poll, quick, log):
     """The work ledger on ps 0 with `workers` writing it back to back (`poll` None) or
     polling it (`Host.ledger_load`): calls/s, latency, ps 0's CPU."""
+    seconds = LEDGER_SECS[quick]
     container = f"l{os.getpid()}w{workers}{poll or 'write'}"
     common = {"num_workers": workers, "container": container}
     cluster.call(0, "ledger_load", workers=[0], **common)
     start_at = wall_time_in(5.0)  # After every session and its first poll.
-    window = {"start_at": start_at, "seconds": LEDGER_SECS, "poll": poll}
+    window = {"start_at": start_at, "seconds": seconds, "poll": poll}
     commands = _hosts(cluster, workers, "ledger_load", **window, **common)
-    edges = _edges(start_at, LEDGER_SECS, lambda: cluster.counters()["ps_cpu"][0])
+    edges = _edges(start_at, seconds, lambda: cluster.counters()["ps_cpu"][0])
     answers, (before, after) = cluster.call_hosts(commands, edges)
     cluster.call(0, "release", container=container)
     latencies = sorted(t for answer in answers.values() for t in answer["latencies"])
     m = {"workers": workers, "poll": poll, "poll_secs": next(iter(answers.values()))["poll_secs"],
-         "calls_per_sec": len(latencies) / LEDGER_SECS, "latency": percentiles(latencies),
+         "calls_per_sec": len(latencies) / seconds, "latency": percentiles(latencies),
          "ps0_cpu_per_call": (after - before) / max(len(latencies), 1),
-         "ps0_cores": (after - before) / LEDGER_SECS}  # fmt: skip
+         "ps0_cores": (after - before) / seconds}  # fmt: skip
     log(f"  ledger, {workers} workers, {poll or 'write'}: {m['calls_per_sec']:.0f} calls/s")
     return m
 
@@ -342,7 +345,7 @@ def measure(results, log):
         cluster.start_ps()
         results["pieces"] = {
             "checkpoint": [checkpoint(cluster, MODEL, p, log) for p in plan["ps"]],
-            "ledger": [ledger(cluster, most, poll, log) for poll in (None, "read", "end")],
+            "ledger": [ledger(cluster, most, poll, quick, log) for poll in (None, "read", "end")],
             "job": [job(cluster, MODEL, w, max(plan["ps"]), log) for w in sorted({2, most})],
             "chief_delay_secs": CHIEF_DELAY_SECS,
         }

@@ -3,7 +3,7 @@
 `--quick` starts two ps tasks and a host of two workers as OS processes, measures the
 exchange's costs, its calls to both ps tasks one after the other and at once, a window per
 link, the memory, the end-of-job pieces, and writes its results, the report's generated
-block and the plot by itself, as the full run does (~40 s here).
+block and the plot by itself, as the full run does (~2 min here, quiet).
 """
 
 import importlib.util
