@@ -26,6 +26,9 @@ from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_USAGE
 
 # A process imports TensorFlow in ~10-15 s on the 2-core CI machine, a few at once in ~30 s.
 DEADLINE_SECS = 240  # Of every wait on a process.
+# The tests that copy `trained_dir` share its job: under pytest-xdist (`make test`) the group
+# keeps them on one worker, so the job runs once.
+SHARES_TRAINED_DIR = pytest.mark.xdist_group("bad_disk_trained_dir")
 
 
 def _checkpoint_files(directory):
@@ -53,6 +56,7 @@ def trained_dir(tmp_path_factory):
     return model_dir
 
 
+@SHARES_TRAINED_DIR
 def test_a_truncated_latest_checkpoint_falls_back_end_to_end(trained_dir, tmp_path):
     model_dir = tmp_path / "run"
     shutil.copytree(trained_dir, model_dir)
@@ -88,6 +92,7 @@ def test_a_truncated_latest_checkpoint_falls_back_end_to_end(trained_dir, tmp_pa
     assert os.path.exists(_data_file(latest) + ".unusable")
 
 
+@SHARES_TRAINED_DIR
 def test_a_checkpoint_only_tensorflow_can_read_ends_a_local_job_with_code_2(trained_dir, tmp_path):
     # Every checkpoint's data file truncated: all files are there, so the launcher's TF-free
     # check lets the job start; the chief reads them before its server starts, finds none
@@ -124,6 +129,7 @@ def test_a_checkpoint_only_tensorflow_can_read_ends_a_local_job_with_code_2(trai
     assert _checkpoint_files(model_dir) == before  # Nothing renamed, nothing rewritten.
 
 
+@SHARES_TRAINED_DIR
 def test_a_checkpoint_of_another_model_ends_a_local_job_with_code_2(trained_dir, tmp_path):
     # The checkpoints of an MLP with 2 workers, and --model=cnn --workers=1: the chief finds
     # before its first session that the CNN's variables are not there and that the work
