@@ -14,7 +14,8 @@ import time
 
 import portpicker
 
-from tf_contrib_easgd.trainer import cluster, files, launcher, process, progress
+from tf_contrib_easgd.runner import launcher
+from tf_contrib_easgd.trainer import cluster, files, process, progress
 from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 
 #: How long the launcher lets the parameter servers exit by themselves after the job.
