@@ -14,8 +14,9 @@ import pytest
 from processes import process_alive, wait_for_exit
 
 from tf_contrib_easgd.runner import launcher, local
+from tf_contrib_easgd.runner.display import Display
 from tf_contrib_easgd.runner.launcher import LocalCluster, TaskSpec
-from tf_contrib_easgd.trainer import process, progress
+from tf_contrib_easgd.trainer import process
 from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_USAGE
 
 LAUNCHER_PY = launcher.__file__
@@ -324,7 +325,7 @@ def _local_job_of_a_failing_chief(model_dir, chief, max_restarts):
         max_restarts=max_restarts,
     )
     stream = io.StringIO()
-    display = progress.Display(1, 10, stream, bar=False)
+    display = Display(1, 10, stream, bar=False)
     return local._supervise(plan, tasks, display, stream), stream.getvalue()
 
 
