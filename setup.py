@@ -28,6 +28,7 @@ setuptools.setup(
         "tf_contrib_easgd.job",
         "tf_contrib_easgd.keras",
         "tf_contrib_easgd.migrate",
+        "tf_contrib_easgd.runner",
         "tf_contrib_easgd.trainer",
     ],
     install_requires=[

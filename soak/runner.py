@@ -18,7 +18,8 @@ import time
 from benchmarks.common import network
 from soak import checks, digest, measure, stacks
 from soak import schedule as schedule_module
-from tf_contrib_easgd.trainer import launcher, process, progress
+from tf_contrib_easgd.runner import launcher
+from tf_contrib_easgd.trainer import process, progress
 
 PORT = 2222
 #: Once every worker is within this fraction of its steps, no more faults: the job's end

@@ -23,7 +23,7 @@ import psutil
 from benchmarks.common import network, report
 from benchmarks.common.protocol import parse_reply
 from tf_contrib_easgd.job import freed_memory
-from tf_contrib_easgd.trainer.launcher import make_die_with_parent
+from tf_contrib_easgd.runner.launcher import make_die_with_parent
 
 START_TIMEOUT_SECS = 120.0  # Importing TensorFlow alone takes ~15 s on a loaded 2-core box.
 TIMEOUT_SECS = 600.0  # Of a command.

@@ -16,10 +16,10 @@ from bad_disks import fill
 from processes import child_env, easgd_train_tasks
 from processes import easgd_train_script as _console_script
 
+from tf_contrib_easgd.runner import launcher
 from tf_contrib_easgd.trainer import (
     checkpoints,
     files,
-    launcher,
     progress,
 )
 from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_USAGE

@@ -15,7 +15,8 @@ import pytest
 import tensorflow as tf
 from processes import child_env, easgd_train_tasks
 
-from tf_contrib_easgd.trainer import data, launcher, models, progress
+from tf_contrib_easgd.runner import launcher
+from tf_contrib_easgd.trainer import data, models, progress
 
 STEPS = 200
 TIMEOUT_SECS = 240  # Three TensorFlow imports on 2 cores take ~30 s; training ~5 s.

@@ -21,7 +21,7 @@ from estimator_support import (
     requires_estimator,
 )
 
-from tf_contrib_easgd.trainer import launcher
+from tf_contrib_easgd.runner import launcher
 
 if HAS_ESTIMATOR:
     from tf_contrib_easgd.estimator import (

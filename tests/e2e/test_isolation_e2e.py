@@ -1,5 +1,5 @@
 """End-to-end tests (ps and worker OS processes): local mode's private network namespace
-(trainer/isolation.py).
+(runner/isolation.py).
 
 The tests of its other tiers are in tests/unit/test_isolation.py.
 """
@@ -15,7 +15,7 @@ from namespaces import refusing_unshare as _refusing_unshare
 from processes import child_env, wait_for_exit
 from processes import easgd_train_script as _console_script
 
-from tf_contrib_easgd.trainer import isolation, launcher
+from tf_contrib_easgd.runner import isolation, launcher
 
 # A process imports TensorFlow in ~10-15 s on the 2-core CI machine, two at once in ~20 s.
 PROCESS_TIMEOUT_SECS = 240

@@ -23,7 +23,8 @@ import tensorflow as tf
 from processes import child_env
 
 from benchmarks.common import network as network_module
-from tf_contrib_easgd.trainer import launcher, progress, stall
+from tf_contrib_easgd.runner import launcher
+from tf_contrib_easgd.trainer import progress, stall
 
 STEPS = 1500
 PERIOD = 10

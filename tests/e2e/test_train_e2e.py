@@ -18,7 +18,8 @@ from processes import easgd_train_script as _console_script
 from processes import wait_for_exit
 from trainer_configs import tf_config as _tf_config
 
-from tf_contrib_easgd.trainer import launcher, progress
+from tf_contrib_easgd.runner import launcher
+from tf_contrib_easgd.trainer import progress
 
 # A process imports TensorFlow in ~10-15 s on the 2-core CI machine, three at once in
 # ~30 s; training a few hundred steps adds seconds. No test here comes near these bounds

@@ -1,5 +1,5 @@
 """Tests with a child process (a console script, a fresh interpreter): local mode's private
-network namespace (trainer/isolation.py).
+network namespace (runner/isolation.py).
 
 The tests of its other tiers are in tests/unit/test_isolation.py.
 """
@@ -11,7 +11,7 @@ import pytest
 from namespaces import LINUX
 from namespaces import refusing_unshare as _refusing_unshare
 
-from tf_contrib_easgd.trainer import isolation
+from tf_contrib_easgd.runner import isolation
 
 
 @LINUX
@@ -44,7 +44,7 @@ def test_the_found_prefix_gives_a_private_namespace_with_its_loopback_up():
         pytest.skip(reason)
     code = (
         "import socket\n"
-        "from tf_contrib_easgd.trainer import isolation\n"
+        "from tf_contrib_easgd.runner import isolation\n"
         "isolation.bring_up_loopback()\n"
         "server = socket.create_server(('127.0.0.1', 0))\n"
         "socket.create_connection(server.getsockname(), 10).close()\n"

@@ -1,5 +1,5 @@
-"""Tests of tf_contrib_easgd.trainer.launcher, and of the exit code local mode makes of a
-failed task (trainer.local), with small Python children (no TensorFlow in them)."""
+"""Tests of tf_contrib_easgd.runner.launcher, and of the exit code local mode makes of a
+failed task (runner.local), with small Python children (no TensorFlow in them)."""
 
 import contextlib
 import io
@@ -13,14 +13,14 @@ import types
 import pytest
 from processes import process_alive, wait_for_exit
 
-from tf_contrib_easgd.trainer import launcher, local, progress
+from tf_contrib_easgd.runner import launcher, local
+from tf_contrib_easgd.runner.display import Display
+from tf_contrib_easgd.runner.launcher import LocalCluster, TaskSpec
+from tf_contrib_easgd.trainer import process
 from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_USAGE
-from tf_contrib_easgd.trainer.launcher import LocalCluster, TaskSpec
 
-LAUNCHER_PY = os.path.join(os.path.dirname(launcher.__file__), "launcher.py")
-
-
-PROCESS_PY = os.path.join(os.path.dirname(launcher.__file__), "process.py")
+LAUNCHER_PY = launcher.__file__
+PROCESS_PY = process.__file__
 
 
 # Children sleep in short steps so that none can outlive a broken test by long.
@@ -325,7 +325,7 @@ def _local_job_of_a_failing_chief(model_dir, chief, max_restarts):
         max_restarts=max_restarts,
     )
     stream = io.StringIO()
-    display = progress.Display(1, 10, stream, bar=False)
+    display = Display(1, 10, stream, bar=False)
     return local._supervise(plan, tasks, display, stream), stream.getvalue()
 
 

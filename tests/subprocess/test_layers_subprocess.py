@@ -32,7 +32,8 @@ def _loads_tensorflow(code):
         "import tf_contrib_easgd.keras",
         "import tf_contrib_easgd.migrate.cli",
         "import tf_contrib_easgd.trainer.cli",
-        "from tf_contrib_easgd.trainer import cluster, config, data, files, launcher, local",
+        "from tf_contrib_easgd.trainer import cluster, config, data, files",
+        "from tf_contrib_easgd.runner import isolation, launcher, local",
         "from tf_contrib_easgd.trainer import progress",
     ],
 )

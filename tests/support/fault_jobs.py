@@ -9,7 +9,8 @@ import signal
 
 from processes import child_env, easgd_train_tasks
 
-from tf_contrib_easgd.trainer import launcher, progress
+from tf_contrib_easgd.runner import launcher
+from tf_contrib_easgd.trainer import progress
 
 STEPS = 1000
 PERIOD = 10

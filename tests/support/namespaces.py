@@ -1,7 +1,7 @@
 """Local mode's private network namespace in tests: Linux only, and an `unshare` that refuses.
 
 The tests are tests/subprocess/test_isolation_subprocess.py and
-tests/e2e/test_isolation_e2e.py (trainer/isolation.py).
+tests/e2e/test_isolation_e2e.py (runner/isolation.py).
 """
 
 import stat

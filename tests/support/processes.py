@@ -9,7 +9,8 @@ import time
 import portpicker
 import psutil
 
-from tf_contrib_easgd.trainer import cluster, launcher
+from tf_contrib_easgd.runner import launcher
+from tf_contrib_easgd.trainer import cluster
 
 
 def process_alive(pid):

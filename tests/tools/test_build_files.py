@@ -164,8 +164,9 @@ def test_every_python_file_is_listed_by_a_target(folder, path):
 
 
 #: The package's targets and what they list: the library's wings (the algorithm is the
-#: package folder's modules but `__init__.py`, which the `library` target lists), its two
-#: programs. Each with the targets it depends on, as tests/unit/test_layers.py has the wings.
+#: package folder's modules but `__init__.py`, which the `library` target lists), its
+#: programs (the trainer's runner on the trainer). Each with the targets it depends on, as
+#: tests/unit/test_layers.py has the wings and the programs.
 LAYERS = {
     "library": ((), (":algorithm", ":eager", ":estimator", ":keras")),
     "algorithm": (("",), (":exchange", ":job")),
@@ -176,9 +177,10 @@ LAYERS = {
     "eager": (("eager/",), (":algorithm", ":cluster", ":exchange", ":job")),
     "keras": (("keras/",), (":eager",)),
     "trainer": (("trainer/",), (":library",)),
+    "runner": (("runner/",), (":trainer",)),
     "migrate": (("migrate/",), (":library",)),
 }
-PUBLIC = ("library", "trainer", "migrate")
+PUBLIC = ("library", "trainer", "runner", "migrate")
 
 
 def test_package_has_a_target_per_wing_listing_every_module():

@@ -1,4 +1,4 @@
-"""Tests of local mode's private network namespace (tf_contrib_easgd.trainer.isolation).
+"""Tests of local mode's private network namespace (tf_contrib_easgd.runner.isolation).
 
 The decision (re-execute under `unshare`, say why not, or `--expose_ports`) is tested in
 this process with the probe and `os.execve` replaced (the `unshare` probes themselves:
@@ -15,7 +15,8 @@ import sys
 import pytest
 from absl.testing import flagsaver
 
-from tf_contrib_easgd.trainer import cli, isolation
+from tf_contrib_easgd.runner import isolation
+from tf_contrib_easgd.trainer import cli
 from tf_contrib_easgd.trainer.config import EXIT_USAGE, plan_from_flags
 
 

@@ -1,4 +1,4 @@
-"""Unit tests (no server, no child process): tf_contrib_easgd.trainer.launcher and local
+"""Unit tests (no server, no child process): tf_contrib_easgd.runner.launcher and local
 mode's exit code.
 
 The tests of its other tiers are in tests/subprocess/test_launcher.py.
@@ -6,8 +6,8 @@ The tests of its other tiers are in tests/subprocess/test_launcher.py.
 
 import pytest
 
-from tf_contrib_easgd.trainer import launcher, local
-from tf_contrib_easgd.trainer.launcher import LocalCluster
+from tf_contrib_easgd.runner import launcher, local
+from tf_contrib_easgd.runner.launcher import LocalCluster
 
 
 def test_describe_exit():

@@ -1,8 +1,9 @@
 """The package's layers: imports go one way, and TensorFlow loads only when it is used.
 
 The library is the package folder and its wings (`exchange/`, `cluster/`, `job/`,
-`estimator/`, `eager/`, `keras/`); the trainer (`trainer/`) and the migration tool
-(`migrate/`) are programs built on the library's public names. Read from the source with
+`estimator/`, `eager/`, `keras/`); the trainer (`trainer/`) with its runner (`runner/`, a
+local job's processes) and the migration tool (`migrate/`) are programs built on the
+library's public names. Read from the source with
 `ast`, so no module needs importing to be checked; the lazy loading is checked in fresh
 interpreters.
 """
@@ -17,12 +18,29 @@ import tf_contrib_easgd
 PACKAGE = pathlib.Path(tf_contrib_easgd.__file__).resolve().parent
 
 
-PROGRAMS = ("trainer", "migrate")
+#: The programs, each with the other programs it may import at module level: the runner
+#: builds on the trainer's modules (a task's flags, progress events, model_dir files, exit
+#: codes); the trainer and the migration tool import no other program there.
+PROGRAMS = {"trainer": (), "runner": ("trainer",), "migrate": ()}
+#: The other programs a module may import inside a function only: the trainer's command
+#: line imports the runner when it runs a local job. So importing either package never
+#: imports the other in a cycle, and a task's process never loads the runner.
+IMPORTS_IN_FUNCTIONS = {"trainer/cli.py": ("runner",)}
 
 
-def _imports(path):
-    """(module, names) of each `import` / `from ... import` statement of `path`."""
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+def _outside_functions(node):
+    """`node` and the nodes under it that are not in the body of a function."""
+    yield node
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            yield from _outside_functions(child)
+
+
+def _imports(path, in_functions=True):
+    """(module, names) of each `import` / `from ... import` statement of `path`; with
+    `in_functions` False, of those at module level only (not in a function's body)."""
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree) if in_functions else _outside_functions(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             yield node.module, [alias.name for alias in node.names]
         elif isinstance(node, ast.Import):
@@ -88,9 +106,14 @@ def test_the_library_imports_neither_program(path):
         ), f"{path.name} imports {module}"
 
 
-@pytest.mark.parametrize(
-    "path", [p for program in PROGRAMS for p in _modules(program)], ids=lambda p: p.name
-)
+PROGRAM_MODULES = [p for program in PROGRAMS for p in _modules(program)]
+
+
+def _program_id(path):
+    return f"{path.parent.name}/{path.name}"
+
+
+@pytest.mark.parametrize("path", PROGRAM_MODULES, ids=_program_id)
 def test_the_programs_use_the_librarys_public_names_only(path):
     program = path.parent.name
     for module, names in _imports(path):
@@ -98,10 +121,36 @@ def test_the_programs_use_the_librarys_public_names_only(path):
             private = sorted(set(names) - set(tf_contrib_easgd.__all__))
             assert not private, f"{program}/{path.name} imports {private} from the library"
         elif module.startswith("tf_contrib_easgd."):
-            # Its own subpackage only; another program's or a library module is off limits.
-            assert module.startswith(f"tf_contrib_easgd.{program}"), (
-                f"{program}/{path.name} imports {module}"
-            )
+            # Its own subpackage or another program (next test); a library module is off
+            # limits.
+            assert module.split(".")[1] in PROGRAMS, f"{program}/{path.name} imports {module}"
+
+
+@pytest.mark.parametrize("path", PROGRAM_MODULES, ids=_program_id)
+def test_the_programs_import_each_other_one_way(path):
+    program = path.parent.name
+    in_functions = IMPORTS_IN_FUNCTIONS.get(_program_id(path), ())
+    at_module_level = {module for module, _ in _imports(path, in_functions=False)}
+    for module, _ in _imports(path):
+        other = module.split(".")[1] if module.startswith("tf_contrib_easgd.") else program
+        if other == program or other not in PROGRAMS or other in PROGRAMS[program]:
+            continue
+        assert other in in_functions and module not in at_module_level, (
+            f"{_program_id(path)} imports {module}; {program} may import "
+            f"{list(PROGRAMS[program]) or 'no other program'} at module level, "
+            f"{list(in_functions) or 'none'} inside a function"
+        )
+
+
+def test_no_program_imports_another_both_ways():
+    # One way at module level: the lazy imports of IMPORTS_IN_FUNCTIONS go back up, never a
+    # module-level import both ways.
+    for program, others in PROGRAMS.items():
+        for other in others:
+            assert program not in PROGRAMS[other], f"{program} and {other} import each other"
+    for module, others in IMPORTS_IN_FUNCTIONS.items():
+        program = module.split("/")[0]
+        assert all(program in PROGRAMS[other] for other in others), module
 
 
 def test_every_public_name_resolves():

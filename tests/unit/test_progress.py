@@ -1,10 +1,12 @@
-"""Tests of tf_contrib_easgd.trainer.progress: event lines, their text, the live display."""
+"""Tests of tf_contrib_easgd.trainer.progress (event lines, their text) and of the live
+display of a local job (tf_contrib_easgd.runner.display)."""
 
 import io
 import json
 
 import pytest
 
+from tf_contrib_easgd.runner.display import Display
 from tf_contrib_easgd.trainer import progress
 
 PROGRESS = {
@@ -113,7 +115,7 @@ def test_summary_line_prefers_the_launchers_wall_time():
 
 def test_display_without_a_terminal_prints_one_line_per_event():
     stream = io.StringIO()
-    display = progress.Display(num_workers=2, steps=1000, stream=stream, bar=False)
+    display = Display(num_workers=2, steps=1000, stream=stream, bar=False)
     display.event(PROGRESS)
     display.event({"event": "stopped", "task": "ps 0"})
     display.event(SUMMARY)  # The summary is the caller's to print.
@@ -129,7 +131,7 @@ def test_display_without_a_terminal_prints_one_line_per_event():
 
 def test_display_on_a_terminal_redraws_one_bar():
     stream = io.StringIO()
-    display = progress.Display(num_workers=2, steps=1000, stream=stream, bar=True)
+    display = Display(num_workers=2, steps=1000, stream=stream, bar=True)
     display.event(dict(PROGRESS, task="worker 0", step=500))
     display.event(PROGRESS)  # worker 1 at step 200: (500 + 200) / 2000 = 35 %.
     display.event({"event": "serving", "task": "ps 0", "address": "h:1"})  # Not shown.

@@ -36,8 +36,6 @@ from tf_contrib_easgd.trainer import (
     cluster,
     data,
     files,
-    isolation,
-    local,
     preflight,
     process,
     progress,
@@ -325,7 +323,7 @@ def _main(argv, command_line=None):
     Args:
         argv: the arguments that are not flags, the program name first.
         command_line: the whole command line (default `sys.argv`); local mode runs it again
-            in a private network namespace (`isolation.isolate_local_job`).
+            in a private network namespace (`runner.isolation.isolate_local_job`).
     """
     started_at = process.started_at()
     if len(argv) > 1:
@@ -345,6 +343,9 @@ def _main(argv, command_line=None):
         return EXIT_USAGE
     network = None
     if plan.task is None:
+        # Imported here: the runner builds on the trainer's modules (tests/unit/test_layers.py).
+        from tf_contrib_easgd.runner import isolation  # noqa: PLC0415
+
         # Before anything is made: this may run the program again, in a new namespace.
         command = [sys.executable, "-m", "tf_contrib_easgd.trainer"]
         command += list(sys.argv if command_line is None else command_line)[1:]
@@ -379,6 +380,8 @@ def _check_and_run(plan, started_at, network):
         return EXIT_USAGE
     settings = describe_exchange(plan.config, plan.num_workers)
     if plan.task is None:
+        from tf_contrib_easgd.runner import local  # noqa: PLC0415 (as `isolation` above)
+
         return local.run_local(plan, started_at, network=network, settings=settings)
     if not plan.task.is_ps and FLAGS.progress_format == progress.TEXT:
         # Not in a local job's tasks (JSON lines): the launcher has said it already.

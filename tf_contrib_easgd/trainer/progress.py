@@ -1,19 +1,18 @@
-"""Progress events of easgd-train tasks: how a task reports them, how the launcher shows them.
+"""Progress events of easgd-train tasks: how a task reports them, how a launcher reads them.
 
 A task reports what it does as events: `started`, `waiting`, `progress`, `centre`,
 `done`, `summary` (the chief's final result), `serving` and `stopped` (a parameter
 server). Run by hand, a task prints each event as a line of text. Run by the local
 launcher (`--progress_format=json`), it prints one JSON object per line after the marker
-`EVENT_PREFIX`; the launcher parses them and shows a progress bar (tqdm), or the same lines of
-text when its output is not a terminal. TensorFlow is not needed here.
+`EVENT_PREFIX`; the launcher parses them (`parse_event`) and shows a progress bar, or the
+same lines of text when its output is not a terminal (`tf_contrib_easgd.runner.display`).
+TensorFlow is not needed here.
 """
 
 import json
 import statistics
 import sys
 import time
-
-import tqdm
 
 #: The marker in front of a JSON event line.
 EVENT_PREFIX = "@easgd-event "
@@ -162,78 +161,3 @@ _TEXT = {
     "stopped": lambda e: f"{e['task']}: stopped",
     "warning": lambda e: f"{e['task']}: warning: {e['message']}",
 }
-
-
-class Display:
-    """Shows the events of a local job: a tqdm progress bar on a terminal, else lines.
-
-    Args:
-        num_workers: number of workers of the job.
-        steps: local steps each worker takes.
-        stream: where to write (the launcher's stderr).
-        bar: whether to draw a progress bar (on a terminal) instead of event lines.
-    """
-
-    def __init__(self, num_workers, steps, stream, bar):
-        self._stream = stream
-        self._state = {f"worker {i}": {"step": 0} for i in range(num_workers)}
-        self._exchanges = 0
-        self._bar = None
-        if bar:
-            self._bar = tqdm.tqdm(
-                total=steps * num_workers,
-                file=stream,
-                bar_format="[{bar:24}] {percentage:3.0f}% {desc}",
-                ascii=".#",
-                mininterval=0,
-                disable=False,
-            )
-
-    def event(self, event):
-        """Takes one event; the summary is left to the caller."""
-        kind, task = event.get("event"), event.get("task")
-        if kind == "summary":
-            return
-        if kind == "progress" and task in self._state:
-            self._state[task] = event
-            self._exchanges = max(self._exchanges, event["exchanges"])
-            if self._bar is not None:
-                self._draw()
-                return
-        if kind == "done" and task in self._state:
-            self._state[task] = dict(self._state[task], step=event["steps"])
-        if self._bar is not None and kind in _SAID_BY_THE_BAR:
-            return
-        self.message(format_event(event))
-
-    def message(self, text):
-        """Prints a line of text (above the bar, if one is drawn)."""
-        if self._bar is not None:
-            self._bar.write(text, file=self._stream)
-        else:
-            self._stream.write(text + "\n")
-        self._stream.flush()
-
-    def close(self):
-        """Ends the bar's line."""
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-
-    def _draw(self):
-        parts = []
-        for name, state in self._state.items():
-            short = name.replace("worker ", "w")
-            if "loss" in state:
-                parts.append(
-                    f"{short} {state['step']} loss {state['loss']:.3f} "
-                    f"d {state['distance']:.2f} {state['steps_per_sec']:.0f}/s"
-                )
-            else:
-                parts.append(f"{short} {state['step']}")
-        self._bar.n = sum(state["step"] for state in self._state.values())
-        self._bar.set_description_str(" | ".join([*parts, f"exchanges {self._exchanges}"]))
-
-
-#: The events a progress bar makes needless as lines.
-_SAID_BY_THE_BAR = ("started", "serving", "stopped", "waiting", "done", "recovering")

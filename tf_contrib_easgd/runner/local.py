@@ -14,7 +14,9 @@ import time
 
 import portpicker
 
-from tf_contrib_easgd.trainer import cluster, files, launcher, process, progress
+from tf_contrib_easgd.runner import launcher
+from tf_contrib_easgd.runner.display import Display
+from tf_contrib_easgd.trainer import cluster, files, process, progress
 from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 
 #: How long the launcher lets the parameter servers exit by themselves after the job.
@@ -58,7 +60,7 @@ def run_local(plan, started_at, stream=None, network=None, settings=None):
     stream = stream or sys.stderr
     config = plan.config
     tasks = _task_specs(plan)
-    display = progress.Display(plan.num_workers, config.steps, stream, bar=stream.isatty())
+    display = Display(plan.num_workers, config.steps, stream, bar=stream.isatty())
     display.message(
         f"easgd-train: {plan.num_ps} ps + {plan.num_workers} workers on localhost, "
         f"{config.steps} local steps each; model_dir {config.model_dir}"

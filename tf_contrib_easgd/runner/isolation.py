@@ -33,7 +33,7 @@ _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP = 0x1
 _IFREQ = struct.Struct("16sH22x")
-_PROBE = "from tf_contrib_easgd.trainer import isolation; isolation.bring_up_loopback()"
+_PROBE = "from tf_contrib_easgd.runner import isolation; isolation.bring_up_loopback()"
 # The sysctls by which distributions switch unprivileged user namespaces off, and the value
 # that does.
 _PROC_SYS = "/proc/sys"
