@@ -1,11 +1,13 @@
-"""The Bazel build: BUILD files list every Python file, the tiers' py_tests, the pytest runner.
+"""The Bazel build: BUILD files list every Python file, and the tiers' py_tests.
 
 `make test` (pytest) finds files by itself; Bazel runs only what a BUILD file lists. These
 checks fail as soon as a module, test, benchmark or example exists that no BUILD target
 lists, so the two suites cannot drift apart. They parse the BUILD files as Python syntax
 (Starlark is a subset of it), need no Bazel and no TensorFlow, and take well under a second.
 Source lists must be literal lists of file names; a `glob()` counts as listing nothing, but
-for the `tier_tests` macro of tests/tiers.bzl, which globs a tier folder's `test_*.py`.
+for the `tier_tests` macro of tests/tiers.bzl, which globs a tier folder's `test_*.py`
+(the py_tests it makes them into are worked out here as it does). The runner's tests are
+in test_pytest_runner.py.
 
 Under `bazel test` the files are symlinks into the checkout, and `ROOT` resolves to it.
 """
@@ -15,7 +17,6 @@ import pathlib
 import re
 
 import pytest
-from pytest_runner import pytest_args
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = "tf_contrib_easgd"
@@ -127,22 +128,41 @@ TIERS = sorted(BZL["TIER_TAGS"])
 
 
 def _tier_targets(tier):
-    """The `tier_tests` call of tests/<tier>/BUILD and its targets: {name: [test files]}."""
+    """The `tier_tests` call of tests/<tier>/BUILD and the py_tests it makes.
+
+    As tests/tiers.bzl lays them out: a file named in `needs`, `args`, `tags` or `alone`
+    and each group have a py_test of their own; the other files share one named like the tier,
+    unless `shards` is 0 (a py_test per file).
+
+    Returns:
+        (call, files, targets): the call's keyword arguments; {file's target name: [test
+        files]} (a group's name for its files); {py_test: [test files]}.
+    """
     calls = _macro_calls(TESTS / tier / "BUILD")
     assert len(calls) == 1, f"tests/{tier}/BUILD: one {MACRO}() call, found {len(calls)}."
-    groups = calls[0].get("groups", {})
+    call = calls[0]
+    groups = call.get("groups", {})
     grouped = [name for files in groups.values() for name in files]
     assert len(grouped) == len(set(grouped)), f"tests/{tier}: a file in two groups"
-    targets = {
+    files = {
         path.stem: [path.name]
-        for path in (TESTS / tier).glob("test_*.py")
+        for path in sorted((TESTS / tier).glob("test_*.py"))
         if path.name not in grouped
     }
-    return calls[0], {**targets, **groups}
+    files.update(groups)
+    apart = {*groups, *call.get("alone", [])}
+    apart.update(*(call.get(attribute, {}) for attribute in ("needs", "args", "tags")))
+    targets = {
+        name: members for name, members in files.items() if call.get("shards") == 0 or name in apart
+    }
+    shared = [test_file for name in files if name not in targets for test_file in files[name]]
+    if shared:
+        targets[tier] = shared
+    return call, files, targets
 
 
 def _target_of(test_file):
-    call, targets = _tier_targets(test_file.parent.name)
+    call, _, targets = _tier_targets(test_file.parent.name)
     name = next(name for name, files in targets.items() if test_file.name in files)
     return call, name, [test_file.parent / other for other in targets[name]]
 
@@ -233,26 +253,44 @@ def test_every_test_file_is_in_a_tier_folder(test_file):
 def test_each_tier_folder_marks_its_tests_and_calls_the_macro_once(tier):
     conftest = (TESTS / tier / "conftest.py").read_text()
     assert f'mark_folder(items, pathlib.Path(__file__).parent, "{tier}")' in conftest
-    call, targets = _tier_targets(tier)
+    call, files, targets = _tier_targets(tier)
     assert call.get("tier") == tier
-    for attribute in ("sizes", "needs", "data", "deps", "args", "tags"):
-        unknown = sorted(set(call.get(attribute, {})) - set(targets))
-        assert not unknown, f"tests/{tier}/BUILD: {attribute} names no target: {unknown}"
-    for group, files in call.get("groups", {}).items():
-        assert group not in targets or targets[group] == files
-        assert all((TESTS / tier / name).is_file() for name in files), group
-    sizes = call.get("sizes", {}).values()
-    assert set(sizes) <= {"small", "medium", "large", "enormous"}
+    shards = call.get("shards")
+    assert isinstance(shards, int) and shards >= 0, f"tests/{tier}/BUILD: shards={shards!r}"
+    for attribute in ("alone", "needs", "data", "deps", "args", "tags"):
+        unknown = sorted(set(call.get(attribute, {})) - set(files))
+        assert not unknown, f"tests/{tier}/BUILD: {attribute} names no test file: {unknown}"
+    for group, members in call.get("groups", {}).items():
+        assert group != tier and targets[group] == members
+        assert all((TESTS / tier / name).is_file() for name in members), group
+    sizes = call.get("sizes", {})
+    # A shared file's time is its shard's: no size of its own (tests/tiers.bzl fails too).
+    unknown = sorted(set(sizes) - set(targets))
+    assert not unknown, f"tests/{tier}/BUILD: sizes names no target: {unknown}"
+    assert set(sizes.values()) <= {"small", "medium", "large", "enormous"}
+
+
+def test_e2e_files_have_targets_of_their_own_and_the_other_tiers_share():
+    # An e2e file is long and starts its own processes; elsewhere start-up dominates.
+    for tier in TIERS:
+        call, files, targets = _tier_targets(tier)
+        if tier == "e2e":
+            assert call["shards"] == 0 and targets == files
+        else:
+            assert call["shards"] >= 1 and tier in targets, tier
 
 
 @pytest.mark.parametrize("test_file", TEST_FILES, ids=[_case(p) for p in TEST_FILES])
 def test_the_needs_of_a_target_are_the_markers_of_its_files(test_file):
-    # root, netns and slurm: a tag on the target exactly when a marker in its files.
+    # root, netns and slurm: a tag on the target exactly when a marker in its files. A
+    # file named in `needs` has a target of its own, so the tier's shared one needs none,
+    # and --test_tag_filters=-root leaves out exactly the files that need root.
     call, name, files = _target_of(test_file)
     marked = {need for path in files for need in NEEDS_MARK.findall(path.read_text())}
     assert set(call.get("needs", {}).get(name, [])) == marked, (
         f"tests/{test_file.parent.name}/BUILD: needs[{name!r}] must be {sorted(marked)}, "
-        "the markers of its files"
+        f"the markers of its files (name {test_file.stem!r} in needs to give it a target "
+        "of its own)"
     )
 
 
@@ -265,20 +303,3 @@ def test_a_test_file_writes_no_tier_marker_but_its_folders(test_file):
         f"{_case(test_file)} marks {sorted(written - allowed)}: its folder gives its tier "
         f"({tier}); a test of another tier goes in that tier's folder."
     )
-
-
-def test_runner_passes_bazel_filter_and_report_to_pytest():
-    environ = {"TESTBRIDGE_TEST_ONLY": "placement", "XML_OUTPUT_FILE": "/out/test.xml"}
-    assert pytest_args(["tests/test_hook.py"], environ) == [
-        "-p",
-        "no:cacheprovider",
-        "tests/test_hook.py",
-        "-k",
-        "placement",
-        "--junitxml=/out/test.xml",
-    ]
-
-
-def test_runner_needs_a_test_file():
-    with pytest.raises(ValueError, match=r"Supplied arguments: \['-x'\]"):
-        pytest_args(["-x"], {})
