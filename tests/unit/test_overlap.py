@@ -135,20 +135,24 @@ def test_the_runner_waits_out_an_idle_worker_in_a_session_with_an_operation_time
         finish = opt.get_finish_op()
         entry = getter.find(w)
         config = tf.compat.v1.ConfigProto(operation_timeout_in_ms=200)
+        # The test's own steps and the finish op (which waits for the runner's exchange in
+        # flight) may take as long as they need: only the runner's ops keep the session's
+        # 0.2 s. Under load a finish op took longer than 0.2 s (a fresh-clone CI run).
+        patient = tf.compat.v1.RunOptions(timeout_in_ms=DEADLINE_SECS * 1000)
         coordinator = tf.train.Coordinator()
         with tf.compat.v1.Session(config=config) as session:
             session.run(tf.compat.v1.global_variables_initializer())
             session.run(tf.compat.v1.local_variables_initializer())
             session.run(opt.get_init_op(0))
             threads = tf.compat.v1.train.start_queue_runners(session, coordinator)
-            session.run(train_op)
+            session.run(train_op, options=patient)
             _wait_for_exchanges(session, global_step, 1)
             time.sleep(1.0)
             assert not coordinator.should_stop()
-            session.run(train_op)
+            session.run(train_op, options=patient)
             _wait_for_exchanges(session, global_step, 2)
             assert session.run(entry.global_center) == 5.0
-            session.run(finish)
+            session.run(finish, options=patient)
             assert session.run([w, entry.local_center]) == [5.0, 6.0]
             coordinator.request_stop()
             coordinator.join(threads, stop_grace_period_secs=DEADLINE_SECS)
