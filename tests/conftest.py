@@ -31,6 +31,16 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from clusters import InProcessCluster  # noqa: E402
 
+# TensorFlow makes a thread's stack of execution contexts when the thread first enters a
+# graph, with eager mode at its bottom only if eager execution is on at that moment. Made
+# in TF1 mode (the `world` fixture's "tf1"), the stack never gains it: after
+# enable_v2_behavior, code in a FuncGraph asks whether eager execution is on outside
+# functions and hears no, and on TF 2.15 Keras 2's `Input` then makes a graph placeholder
+# and a Sequential model fails ("Output tensors of a Sequential model must be the output of
+# a TensorFlow `Layer`"). Entering a graph here, in eager mode, makes the stack first.
+with tf.Graph().as_default():
+    pass
+
 
 @pytest.fixture(params=["tf1", "tf2"])
 def world(request):
