@@ -5,8 +5,7 @@ Its `test_*.py` files (globbed, not listed) run in one py_test named like the ti
 (//tests/unit:unit), one pytest session per shard, so that TensorFlow is imported once a
 shard rather than once a file; the runner (tests/support/pytest_runner.py) deals the files
 to Bazel's shards. A file that one session cannot hold with the others has a py_test of
-its own, named like the file: one named in `needs`, `args`, `tags` or `alone`, or in a
-group.
+its own, named like the file: one named in `needs`, `args` or `tags`, or in a group.
 `shards = 0` gives every file its own py_test (tests/e2e: each is long and starts its own
 processes). Tags come from the tier; what a folder writes by hand is what differs from
 the tier's defaults. tests/tools/test_build_files.py checks the calls.
@@ -59,8 +58,7 @@ def tier_tests(
         data = {},
         deps = {},
         args = {},
-        tags = {},
-        alone = []):
+        tags = {}):
     """The tier's shared py_test in `shards` shards, and the py_tests of files apart.
 
     Args:
@@ -70,7 +68,8 @@ def tier_tests(
       sizes: {target: size} where it differs from DEFAULT_SIZES[tier]: the tier's name
         for the shared py_test, a file's for a file apart.
       groups: {target: [test files]}: files run by one py_test of their own (one pytest
-        session), apart from the shared one.
+        session), apart from the shared one; a group of one file keeps a file that cannot
+        share a session apart.
       needs: {file: [names of NEEDS]}: tags of files whose tests carry those markers; such
         a file has a py_test of its own, so that --test_tag_filters=-root leaves out just
         it.
@@ -80,8 +79,6 @@ def tier_tests(
         a shared file's go to the shared py_test.
       args: {file: [pytest flags]}: put before its test files; it has a py_test of its own.
       tags: {file: [tags]}: further tags (e.g. "external"); it has a py_test of its own.
-      alone: [files]: files that share no pytest session for a reason of their own (its
-        BUILD says which); each has a py_test of its own.
     """
     if tier not in TIER_TAGS:
         fail("tier must be one of %s, got %r" % (sorted(TIER_TAGS), tier))
@@ -100,12 +97,10 @@ def tier_tests(
     apart = {
         name: members
         for name, members in files.items()
-        if shards == 0 or name in groups or name in needs or name in args or name in tags or
-           name in alone
+        if shards == 0 or name in groups or name in needs or name in args or name in tags
     }
     shared = [name for name in files if name not in apart]
     for attribute, given in [
-        ("alone", alone),
         ("needs", needs),
         ("data", data),
         ("deps", deps),

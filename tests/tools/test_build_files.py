@@ -130,8 +130,8 @@ TIERS = sorted(BZL["TIER_TAGS"])
 def _tier_targets(tier):
     """The `tier_tests` call of tests/<tier>/BUILD and the py_tests it makes.
 
-    As tests/tiers.bzl lays them out: a file named in `needs`, `args`, `tags` or `alone`
-    and each group have a py_test of their own; the other files share one named like the tier,
+    As tests/tiers.bzl lays them out: a file named in `needs`, `args` or `tags` and each
+    group have a py_test of their own; the other files share one named like the tier,
     unless `shards` is 0 (a py_test per file).
 
     Returns:
@@ -150,7 +150,7 @@ def _tier_targets(tier):
         if path.name not in grouped
     }
     files.update(groups)
-    apart = {*groups, *call.get("alone", [])}
+    apart = set(groups)
     apart.update(*(call.get(attribute, {}) for attribute in ("needs", "args", "tags")))
     targets = {
         name: members for name, members in files.items() if call.get("shards") == 0 or name in apart
@@ -257,7 +257,7 @@ def test_each_tier_folder_marks_its_tests_and_calls_the_macro_once(tier):
     assert call.get("tier") == tier
     shards = call.get("shards")
     assert isinstance(shards, int) and shards >= 0, f"tests/{tier}/BUILD: shards={shards!r}"
-    for attribute in ("alone", "needs", "data", "deps", "args", "tags"):
+    for attribute in ("needs", "data", "deps", "args", "tags"):
         unknown = sorted(set(call.get(attribute, {})) - set(files))
         assert not unknown, f"tests/{tier}/BUILD: {attribute} names no test file: {unknown}"
     for group, members in call.get("groups", {}).items():
