@@ -19,7 +19,7 @@ import time
 from benchmarks.common import network, report
 from benchmarks.common.harness import free_ports, process_stat
 from benchmarks.common.protocol import parse_reply
-from tf_contrib_easgd.trainer.progress import parse_event
+from tf_contrib_easgd.runner.display import parse_event
 
 BATCH = 32  # Examples of a worker step (strategy_task.BATCH, easgd-train's --batch_size).
 WORKERS = 2

@@ -18,8 +18,8 @@ import time
 from benchmarks.common import network
 from soak import checks, digest, measure, stacks
 from soak import schedule as schedule_module
-from tf_contrib_easgd.runner import launcher
-from tf_contrib_easgd.trainer import process, progress
+from tf_contrib_easgd.runner import display, launcher
+from tf_contrib_easgd.trainer import progress
 
 PORT = 2222
 #: Once every worker is within this fraction of its steps, no more faults: the job's end
@@ -117,7 +117,7 @@ class Soak:
 
     def _on_line(self, task, line):
         del task  # Each event names its task.
-        event = progress.parse_event(line)
+        event = display.parse_event(line)
         if event is None:
             return
         self.events.append(event)
@@ -189,7 +189,7 @@ class Soak:
         try:
             with (
                 network.HostNetwork(hosts, name="easgd-soak") as self._network,
-                process.sigterm_as_keyboard_interrupt(),
+                launcher.sigterm_as_keyboard_interrupt(),
             ):
                 self._cluster = launcher.LocalCluster(
                     self._tasks(), env=_child_env(), on_line=self._on_line,

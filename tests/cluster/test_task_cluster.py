@@ -17,6 +17,7 @@ import tensorflow as tf
 from trainer_configs import train_config as _config
 
 import tf_contrib_easgd
+from tf_contrib_easgd.runner.display import parse_event
 from tf_contrib_easgd.trainer import cluster, models, progress, task
 
 JOB_TIMEOUT_SECS = 120
@@ -73,7 +74,7 @@ def run_job(config, num_ps=1, num_workers=2, run_workers=None):
     assert not any(thread.is_alive() for thread in threads), "a task did not finish"
     for name, stream in streams.items():
         lines = stream.getvalue().splitlines()
-        job.events[name] = [progress.parse_event(line) for line in lines]
+        job.events[name] = [parse_event(line) for line in lines]
     return job
 
 

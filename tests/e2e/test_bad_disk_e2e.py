@@ -17,11 +17,8 @@ from processes import child_env, easgd_train_tasks
 from processes import easgd_train_script as _console_script
 
 from tf_contrib_easgd.runner import launcher
-from tf_contrib_easgd.trainer import (
-    checkpoints,
-    files,
-    progress,
-)
+from tf_contrib_easgd.runner.display import parse_event
+from tf_contrib_easgd.trainer import checkpoints, files
 from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_USAGE
 
 # A process imports TensorFlow in ~10-15 s on the 2-core CI machine, a few at once in ~30 s.
@@ -83,7 +80,7 @@ def test_a_truncated_latest_checkpoint_falls_back_end_to_end(trained_dir, tmp_pa
     # The chief restored the previous checkpoint: its "started" event (in its log, as JSON)
     # says so, with global_step as read right after the restore, the step in the name.
     with open(model_dir / "logs" / "worker_0.log", encoding="utf-8") as log:
-        events = [progress.parse_event(line) for line in log]
+        events = [parse_event(line) for line in log]
     started = next(e for e in events if e and e["event"] == "started")
     assert started["restored_from"] == os.path.basename(previous)
     # global_step is read right after the restore; worker 1 may exchange in between (TF 2.15

@@ -16,7 +16,8 @@ import tensorflow as tf
 from processes import child_env, easgd_train_tasks
 
 from tf_contrib_easgd.runner import launcher
-from tf_contrib_easgd.trainer import data, models, progress
+from tf_contrib_easgd.runner.display import parse_event
+from tf_contrib_easgd.trainer import data, models
 
 STEPS = 200
 TIMEOUT_SECS = 240  # Three TensorFlow imports on 2 cores take ~30 s; training ~5 s.
@@ -38,7 +39,7 @@ def test_three_processes_train_and_a_plain_model_restores_the_centre(tmp_path):
         tasks,
         env=child_env(),
         log_dir=str(tmp_path / "logs"),
-        on_line=lambda task, line: events.append(progress.parse_event(line)),
+        on_line=lambda task, line: events.append(parse_event(line)),
         stall_timeout_secs=TIMEOUT_SECS,
     ) as job:
         # Worker 1 starts first and waits for the chief: the chief's initialisation of

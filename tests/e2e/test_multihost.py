@@ -24,7 +24,8 @@ from processes import child_env
 
 from benchmarks.common import network as network_module
 from tf_contrib_easgd.runner import launcher
-from tf_contrib_easgd.trainer import progress, stall
+from tf_contrib_easgd.runner.display import parse_event
+from tf_contrib_easgd.trainer import stall
 
 STEPS = 1500
 PERIOD = 10
@@ -115,7 +116,7 @@ class _Events:
     def on_line(self, task, line):
         """The clusters' `on_line`: keeps the line's event, if it is one."""
         del task  # Each event names its task.
-        event = progress.parse_event(line)
+        event = parse_event(line)
         if event:
             self.seen.append(event)
 

@@ -19,6 +19,7 @@ from processes import wait_for_exit
 from trainer_configs import tf_config as _tf_config
 
 from tf_contrib_easgd.runner import launcher
+from tf_contrib_easgd.runner.display import parse_event
 from tf_contrib_easgd.trainer import progress
 
 # A process imports TensorFlow in ~10-15 s on the 2-core CI machine, three at once in
@@ -95,7 +96,7 @@ def test_task_mode_from_tf_config_end_to_end(tmp_path):
         tasks,
         env=_env(),
         log_dir=str(tmp_path / "logs"),
-        on_line=lambda task, line: events.append(progress.parse_event(line)),
+        on_line=lambda task, line: events.append(parse_event(line)),
         stall_timeout_secs=PROCESS_TIMEOUT_SECS,
     ) as local:
         local.start()

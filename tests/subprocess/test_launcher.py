@@ -16,11 +16,9 @@ from processes import process_alive, wait_for_exit
 from tf_contrib_easgd.runner import launcher, local
 from tf_contrib_easgd.runner.display import Display
 from tf_contrib_easgd.runner.launcher import LocalCluster, TaskSpec
-from tf_contrib_easgd.trainer import process
 from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_USAGE
 
 LAUNCHER_PY = launcher.__file__
-PROCESS_PY = process.__file__
 
 
 # Children sleep in short steps so that none can outlive a broken test by long.
@@ -217,8 +215,8 @@ def test_wait_for_line_gives_up_at_the_deadline_or_on_a_failure():
         cluster.wait_for_line(lambda task, line: False, timeout_secs=30)
 
 
-# A launcher of its own, in a separate process: launcher.py and process.py are loaded by
-# path: they need nothing else of the package.
+# A launcher of its own, in a separate process: launcher.py is loaded by path: it needs
+# nothing else of the package.
 DRIVER = f"""
 import importlib.util, sys
 def load(name, path):
@@ -231,10 +229,9 @@ def load(name, path):
 import signal
 signal.signal(signal.SIGINT, signal.default_int_handler)
 launcher = load("launcher", {LAUNCHER_PY!r})
-process = load("process", {PROCESS_PY!r})
 tasks = [launcher.TaskSpec("worker", i, (sys.executable, "-c", {SERVE!r})) for i in range(2)]
 try:
-    with process.sigterm_as_keyboard_interrupt(), launcher.LocalCluster(
+    with launcher.sigterm_as_keyboard_interrupt(), launcher.LocalCluster(
         tasks, on_line=lambda task, line: print(task.name, line, flush=True),
         on_start=lambda task, pid, restarts: print("pid", pid, flush=True),
     ) as cluster:

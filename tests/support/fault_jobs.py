@@ -10,7 +10,7 @@ import signal
 from processes import child_env, easgd_train_tasks
 
 from tf_contrib_easgd.runner import launcher
-from tf_contrib_easgd.trainer import progress
+from tf_contrib_easgd.runner.display import parse_event
 
 STEPS = 1000
 PERIOD = 10
@@ -49,7 +49,7 @@ class Job:
 
     def _on_line(self, task_spec, line):
         del task_spec  # Every event names its task.
-        event = progress.parse_event(line)
+        event = parse_event(line)
         if event:
             self.events.append(event)
 
@@ -77,7 +77,7 @@ class Job:
             return
 
         def seen(task_spec, line):
-            event = progress.parse_event(line)
+            event = parse_event(line)
             return task_spec.name == name and event is not None and condition(event)
 
         assert self.cluster.wait_for_line(seen, DEADLINE_SECS), f"{name} never reached {what}"

@@ -34,6 +34,7 @@ from bad_disks import build_variables as _build
 from bad_disks import data_file as _data_file
 
 from tf_contrib_easgd.cluster import tf_config
+from tf_contrib_easgd.runner import local
 from tf_contrib_easgd.trainer import (
     checkpoint_fit,
     checkpoints,
@@ -231,7 +232,7 @@ def test_when_no_checkpoint_restores_nothing_is_changed(tmp_path):
     # The launcher's TF-free check lets this directory through (all files are there); the
     # chief finds that nothing restores, and exits 2 before its server starts.
     assert checkpoints.choose(str(tmp_path)).ok
-    preflight.check_local_checkpoints(str(tmp_path))
+    local.check_checkpoints(str(tmp_path))
     choice = checkpoints.choose(str(tmp_path), checkpoints.full_problem)
     assert choice.restore is None and not choice.ok
     message = choice.failure_message()

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tf_contrib_easgd.runner.display import Display
+from tf_contrib_easgd.runner.display import Display, parse_event
 from tf_contrib_easgd.trainer import progress
 
 PROGRESS = {
@@ -38,7 +38,7 @@ def test_json_reporter_lines_parse_back():
     progress.Reporter("worker 1", progress.JSON, stream).event("progress", step=3, loss=0.5)
     line = stream.getvalue()
     assert line.startswith(progress.EVENT_PREFIX) and line.endswith("\n")
-    event = progress.parse_event(line.rstrip("\n"))
+    event = parse_event(line.rstrip("\n"))
     assert event["event"] == "progress" and event["task"] == "worker 1"
     assert (event["step"], event["loss"]) == (3, 0.5)
     assert isinstance(event["time"], float)  # Wall-clock time, comparable across tasks.
@@ -66,7 +66,7 @@ def test_reporter_rejects_unknown_formats():
     ],
 )
 def test_parse_event_ignores_other_lines(line):
-    assert progress.parse_event(line) is None
+    assert parse_event(line) is None
 
 
 @pytest.mark.parametrize(

@@ -1,13 +1,26 @@
 """What a local job shows of its tasks' progress events: a tqdm bar on a terminal, else lines.
 
-`run_local` (`local`) gives `Display` each event it parses from a task's output
-(`trainer.progress.parse_event`); the text of an event is the one a task run by hand prints
-(`trainer.progress.format_event`). No TensorFlow here.
+`run_local` (`local`) gives `Display` each event `parse_event` finds in a task's output; the
+text of an event is the one a task run by hand prints (`trainer.progress.format_event`). No
+TensorFlow here.
 """
+
+import json
 
 import tqdm
 
-from tf_contrib_easgd.trainer.progress import format_event
+from tf_contrib_easgd.trainer.progress import EVENT_PREFIX, format_event
+
+
+def parse_event(line):
+    """Returns the event of a JSON event line (`trainer.progress`), or None for any other line."""
+    if not line.startswith(EVENT_PREFIX):
+        return None
+    try:
+        event = json.loads(line[len(EVENT_PREFIX) :])
+    except json.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) and "event" in event else None
 
 
 class Display:

@@ -2,7 +2,8 @@
 
 `LocalCluster` runs one OS process per task (any command line), streams each child's
 output to a callback and a log file, restarts a failed child if allowed, and stops every
-child it started when it leaves, whatever the reason. easgd-train's local mode (`local`)
+child it started when it leaves, whatever the reason; `sigterm_as_keyboard_interrupt` makes
+SIGTERM end it as Ctrl-C does. easgd-train's local mode (`local`)
 and the tests use it; docs/DESIGN.md ("The trainer's task lifecycle") tells how a job's
 tasks are supervised. TensorFlow is not needed here.
 """
@@ -175,13 +176,8 @@ class LocalCluster:
     each child's process group, then SIGKILL after a grace period; a child also gets SIGKILL
     if the launcher dies (`make_die_with_parent`), so none outlives it.
 
-    Use it as a context manager, so that every child is stopped on the way out:
-
-    ```python
-    with LocalCluster(tasks, on_line=print) as cluster:
-        cluster.start()
-        cluster.supervise()  # Returns when every finishing task exited 0.
-    ```
+    Use it as a context manager, so that every child is stopped on the way out: in the
+    block, `cluster.start()`, then `cluster.supervise()` until every finishing task exited 0.
 
     Args:
         tasks: the `TaskSpec`s to run, started in this order.
@@ -275,12 +271,9 @@ class LocalCluster:
                 )
 
     def wait_for_line(self, predicate, timeout_secs, poll_secs=0.1):
-        """Streams output until a child prints a line for which `predicate(task, line)` holds.
-
-        Args:
-            predicate: called with the `TaskSpec` and each line.
-            timeout_secs: the deadline.
-            poll_secs: longest pause between two checks of the children.
+        """Streams output until a child prints a line for which `predicate(task, line)` holds
+        (`task` its `TaskSpec`), or until `timeout_secs`; `poll_secs` is the longest pause
+        between two checks of the children.
 
         Returns:
             Whether such a line came before the deadline.
@@ -379,9 +372,8 @@ class LocalCluster:
 def make_die_with_parent():
     """Returns a `preexec_fn` for `subprocess.Popen` that makes the child die with its parent.
 
-    On Linux the function asks the kernel (`prctl(PR_SET_PDEATHSIG, SIGKILL)`) to kill the
-    child when the process that started it dies; it only calls `prctl`, resolved here, so
-    it is safe between fork and exec while other threads run. Elsewhere: None.
+    On Linux: `prctl(PR_SET_PDEATHSIG, SIGKILL)`, resolved here, the only call between fork
+    and exec, so safe while other threads run. Elsewhere: None.
     """
     if not sys.platform.startswith("linux"):
         return None
@@ -390,3 +382,20 @@ def make_die_with_parent():
     except (OSError, AttributeError):
         return None
     return lambda: prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def sigterm_as_keyboard_interrupt():
+    """Within the block, SIGTERM raises KeyboardInterrupt (so cleanup runs as on Ctrl-C)."""
+
+    def handler(*_):
+        raise KeyboardInterrupt("SIGTERM")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

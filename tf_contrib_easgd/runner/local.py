@@ -7,6 +7,7 @@ a private one when `isolation.isolate_local_job` could make it. No TensorFlow he
 docs/DESIGN.md, "The trainer's task lifecycle".
 """
 
+import json
 import os
 import re
 import sys
@@ -15,9 +16,14 @@ import time
 import portpicker
 
 from tf_contrib_easgd.runner import launcher
-from tf_contrib_easgd.runner.display import Display
-from tf_contrib_easgd.trainer import cluster, files, process, progress
-from tf_contrib_easgd.trainer.config import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from tf_contrib_easgd.runner.display import Display, parse_event
+from tf_contrib_easgd.trainer import checkpoints, cluster, files, progress
+from tf_contrib_easgd.trainer.config import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    UsageError,
+)
 
 #: How long the launcher lets the parameter servers exit by themselves after the job.
 _SERVER_EXIT_SECS = 10.0
@@ -48,6 +54,8 @@ _GPU_PROBES = (
 def run_local(plan, started_at, stream=None, network=None, settings=None):
     """Runs a whole job as child processes on this machine; returns the exit code.
 
+    Checks the checkpoints in `--model_dir` first (`check_checkpoints`).
+
     Args:
         plan: the `config.Plan` (with `task` None).
         started_at: `time.monotonic()` when the program started.
@@ -59,6 +67,11 @@ def run_local(plan, started_at, stream=None, network=None, settings=None):
     """
     stream = stream or sys.stderr
     config = plan.config
+    try:
+        check_checkpoints(config.model_dir)
+    except UsageError as error:
+        print(f"easgd-train: error: {error}", file=stream)
+        return EXIT_USAGE
     tasks = _task_specs(plan)
     display = Display(plan.num_workers, config.steps, stream, bar=stream.isatty())
     display.message(
@@ -73,6 +86,21 @@ def run_local(plan, started_at, stream=None, network=None, settings=None):
     if code:
         return code
     return _complete_summary(config.model_dir, started_at, stream)
+
+
+def check_checkpoints(model_dir):
+    """Before any task starts: fails if checkpoints are in `model_dir` but none restores.
+
+    Only that each checkpoint's files are there is checked here (`checkpoints.index_problem`,
+    no TensorFlow). The chief reads them before its server starts (`task.check_checkpoints`):
+    it falls back to an earlier good checkpoint and warns, or exits 2 when none restores.
+
+    Raises:
+        UsageError: naming each bad file.
+    """
+    choice = checkpoints.choose(model_dir)
+    if choice.restore is None and not choice.ok:
+        raise UsageError(choice.failure_message())
 
 
 def _task_specs(plan):
@@ -130,14 +158,14 @@ def _supervise(plan, tasks, display, stream):
 
     def on_line(task, line):
         del task  # Every event names its task.
-        event = progress.parse_event(line)
+        event = parse_event(line)
         if event is not None:
             display.event(event)
 
     log_dir = os.path.join(config.model_dir, files.LOGS_DIR)
     try:
         with (
-            process.sigterm_as_keyboard_interrupt(),
+            launcher.sigterm_as_keyboard_interrupt(),
             launcher.LocalCluster(
                 tasks,
                 env=_task_environment(),
@@ -180,7 +208,8 @@ def _supervise(plan, tasks, display, stream):
 def _complete_summary(model_dir, started_at, stream):
     """Adds `wall_secs` to the chief's summary.json and prints its line; returns the exit code."""
     try:
-        summary = files.read_summary(model_dir)
+        with open(files.summary_path(model_dir), encoding="utf-8") as file:
+            summary = json.load(file)
     except (OSError, ValueError) as error:
         print(f"easgd-train: error: the chief wrote no summary ({error}).", file=stream)
         return EXIT_FAILED

@@ -373,8 +373,11 @@ def _check_and_run(plan, started_at, network):
             plan = dataclasses.replace(
                 plan, config=dataclasses.replace(plan.config, model_dir=model_dir)
             )
-        # Before any server starts: --model_dir writable, the task's port free, checkpoints.
-        preflight.check_before_start(plan)
+        # Before any server starts: --model_dir writable, the task's port free (local mode:
+        # the checkpoints, in `run_local`).
+        preflight.prepare_model_dir(plan.config.model_dir)
+        if plan.task is not None:
+            preflight.check_port(plan.task)
     except UsageError as error:
         print(f"easgd-train: error: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -7,7 +7,7 @@
     summary.json                 the chief's result (local mode adds `wall_secs`)
     logs/                        local mode: each task's output
 
-No TensorFlow here: the local launcher reads and completes the summary too.
+No TensorFlow here: the local launcher completes the summary (`runner.local`).
 """
 
 import json
@@ -33,17 +33,6 @@ def events_dir(model_dir, task_index):
 def summary_path(model_dir):
     """The path of `summary.json` in `model_dir`."""
     return os.path.join(model_dir, SUMMARY_FILE)
-
-
-def read_summary(model_dir):
-    """Returns the dict in `model_dir/summary.json`.
-
-    Raises:
-        OSError: if the file cannot be read.
-        ValueError: if it is not JSON.
-    """
-    with open(summary_path(model_dir), encoding="utf-8") as file:
-        return json.load(file)
 
 
 def write_summary(model_dir, summary):

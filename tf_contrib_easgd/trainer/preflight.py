@@ -2,7 +2,8 @@
 
 The flags may be well-formed and still unusable here: a `--model_dir` that cannot be
 written (a read-only mount, a path under a regular file, a full disk), a task's port that
-another process holds, checkpoints of which none restores. Each check raises a
+another process holds (checkpoints of which none restores: `runner.local` and
+`task.check_checkpoints`). Each check raises a
 `UsageError` that names the flag (or TF_CONFIG) and the value, so that easgd-train exits
 with code 2 before it starts anything, instead of failing later in TensorFlow. No
 TensorFlow here. docs/RELIABILITY.md, "Bad input on disk and in the environment".
@@ -14,7 +15,7 @@ import os
 import socket
 import tempfile
 
-from tf_contrib_easgd.trainer import checkpoints, cluster
+from tf_contrib_easgd.trainer import cluster
 from tf_contrib_easgd.trainer.config import UsageError
 
 #: Bytes written to probe `--model_dir`: enough to need a block of a full disk.
@@ -117,32 +118,3 @@ def check_port(task):
             else:
                 reason = f"cannot listen on port {port}: {error.strerror or error}"
             raise UsageError(f"{task.name} ({given}): {reason}.") from None
-
-
-def check_local_checkpoints(model_dir):
-    """Local mode, before any task starts: fails if checkpoints are there but none restores.
-
-    Only that each checkpoint's files are there is checked here (`checkpoints.index_problem`,
-    no TensorFlow). The chief reads them before its server starts (`task.check_checkpoints`):
-    when the latest checkpoint is bad but an earlier one is good, it falls back to that one
-    and warns; when none restores, it exits 2, and so does the local job.
-
-    Raises:
-        UsageError: naming each bad file.
-    """
-    choice = checkpoints.choose(model_dir)
-    if choice.restore is None and not choice.ok:
-        raise UsageError(choice.failure_message())
-
-
-def check_before_start(plan):
-    """Every check of this module that applies to `plan`; makes `--model_dir`.
-
-    Raises:
-        UsageError: from the first check that fails.
-    """
-    prepare_model_dir(plan.config.model_dir)
-    if plan.task is None:
-        check_local_checkpoints(plan.config.model_dir)
-    else:
-        check_port(plan.task)

@@ -1,19 +1,15 @@
-"""This easgd-train process: when its run started, a new run of it in its place, SIGTERM.
+"""This easgd-train process: when its run started, and a new run of it in its place.
 
 A worker that gives up a step stalled on a partition re-executes its own command line
 (`restart_this_process`, passed to `stall.StallWatch`): same pid, so the start time the
 kernel gives (psutil) stays the first run's. The new run learns its own start from the environment
 (`RESTARTED_AT_ENV`), so that its timings, such as a session's start-up time, count from
-it. `sigterm_as_keyboard_interrupt` lets a launcher clean up on SIGTERM as on Ctrl-C.
-No TensorFlow here.
+it. No TensorFlow here.
 """
 
-import contextlib
 import math
 import os
-import signal
 import sys
-import threading
 import time
 
 import psutil
@@ -67,21 +63,3 @@ def restart_this_process():
     sys.stderr.flush()
     environment = dict(os.environ, **{RESTARTED_AT_ENV: repr(time.monotonic())})
     os.execve(sys.executable, sys.orig_argv, environment)
-
-
-@contextlib.contextmanager
-def sigterm_as_keyboard_interrupt():
-    """Within the block, SIGTERM raises KeyboardInterrupt (so cleanup runs as on Ctrl-C)."""
-
-    def handler(signum, frame):
-        del signum, frame  # Unused.
-        raise KeyboardInterrupt("SIGTERM")
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -4,9 +4,8 @@ A task reports what it does as events: `started`, `waiting`, `progress`, `centre
 `done`, `summary` (the chief's final result), `serving` and `stopped` (a parameter
 server). Run by hand, a task prints each event as a line of text. Run by the local
 launcher (`--progress_format=json`), it prints one JSON object per line after the marker
-`EVENT_PREFIX`; the launcher parses them (`parse_event`) and shows a progress bar, or the
-same lines of text when its output is not a terminal (`tf_contrib_easgd.runner.display`).
-TensorFlow is not needed here.
+`EVENT_PREFIX`, which the launcher reads (`tf_contrib_easgd.runner.display`). TensorFlow is
+not needed here.
 """
 
 import json
@@ -72,17 +71,6 @@ class Window:
         )  # fmt: skip
         self.step, self.time, self.losses = step, now, []
         return loss, rate
-
-
-def parse_event(line):
-    """Returns the event of a JSON event line, or None for any other line."""
-    if not line.startswith(EVENT_PREFIX):
-        return None
-    try:
-        event = json.loads(line[len(EVENT_PREFIX) :])
-    except json.JSONDecodeError:
-        return None
-    return event if isinstance(event, dict) and "event" in event else None
 
 
 def format_event(event):
