@@ -1,11 +1,8 @@
 """Whether the chief's latest checkpoint holds this job's model: its variables and shapes.
 
-A `--model_dir` reused with another `--model`, dataset or number of workers (the work
-ledger keeps a count per worker), or one holding a checkpoint of an older easgd-train, has
-a checkpoint whose variables are not those of the job's graph; the chief's restore would
-then fail inside TensorFlow, with a traceback of some 200 lines. `check` compares the
-checkpoint's list of variables with the graph's before any session is made, and names
-what differs (docs/RELIABILITY.md, "Bad input on disk and in the environment").
+`check` compares the checkpoint's variables with the graph's before any session is made and
+names what differs: a `--model_dir` of another `--model`, dataset or number of workers (the
+work ledger keeps a count per worker). docs/DESIGN.md, "The trainer's task lifecycle".
 """
 
 import tensorflow as tf

@@ -1,19 +1,11 @@
 """The chief's checkpoints in `--model_dir`: which one restores, and the fallback.
 
-TensorFlow's chief restores the checkpoint that the index file `checkpoint` names and fails
-with a gRPC traceback when that checkpoint is truncated, corrupt or missing; when the
-index file itself is unreadable it starts from scratch, and its next saves overwrite the
-old checkpoints of the same global step. Before the chief starts, `choose` checks the
-checkpoint the index file names and, if it does not restore, finds the newest one before it
-that does; `fall_back` then moves the bad checkpoint's files aside (renamed with the suffix
-`.unusable`, never deleted) and points the index file at the good one.
-
-`index_problem` checks, without TensorFlow, only that a checkpoint's index file and every
-data file it should have are there: the local launcher checks a job's directory with it
-before it starts any task. `content_problem` reads every tensor with TensorFlow's reader,
-which verifies their checksums (a truncated file shows as a read error); the chief checks
-with both (`full_problem`). The formats are left to TensorFlow: nothing here parses them.
-docs/RELIABILITY.md, "Bad input on disk and in the environment".
+`choose` finds the checkpoint the chief can restore: the one the index file `checkpoint`
+names, else the newest good one before it; `fall_back` renames the bad ones' files (suffix
+`.unusable`) and points the index file at it. `index_problem` checks without TensorFlow that
+a checkpoint's files are there (the local launcher's check); `content_problem` reads every
+tensor with TensorFlow's reader, which verifies their checksums; the chief checks with both
+(`full_problem`). docs/DESIGN.md, "The trainer's task lifecycle" (the model_dir).
 """
 
 import ast

@@ -1,17 +1,9 @@
-"""The cluster of an easgd-train job: the task to run, from flags, TF_CONFIG or Slurm; sessions.
+"""The cluster of an easgd-train job and the task this process runs in it: `TaskConfig`.
 
-A job has parameter servers (job `ps`), which hold the centre, and workers (job
-`worker`), which train; worker 0 is the chief. `TaskConfig` describes the cluster and the
-one task this process runs. The library reads it (`tf_contrib_easgd.ClusterTask` and its
-`cluster_from_*` functions, the one place that does): from the flags `--job_name
---task_index --ps_hosts --worker_hosts` (`from_flags`), from the `TF_CONFIG` variable that
-Kubernetes' training operator and Estimator set (`from_tf_config`: its `chief` is worker 0,
-its worker i worker i + 1), or from a Slurm job step (`from_slurm`: the first `--ps` tasks
-are the parameter servers). This module adds what the trainer's tasks need: their session
-config and their command-line flags.
-
-Parsing needs no TensorFlow: the local launcher validates a job without paying for the
-TensorFlow import; only `cluster_spec()` and `session_config()` import it.
+The library's `ClusterTask` (which reads the task flags, `TF_CONFIG` or a Slurm job step:
+`from_flags`, `from_tf_config`, `from_slurm`) with what the trainer's tasks add: their
+session config and their command-line flags. No TensorFlow until `cluster_spec()` or
+`session_config()`, so that the flags are checked before any process starts.
 """
 
 import dataclasses
@@ -46,13 +38,8 @@ class TaskConfig(ClusterTask):
         return cls(**{field.name: getattr(task, field.name) for field in dataclasses.fields(task)})
 
     def device_filters(self):
-        """Returns the devices this task's sessions may depend on.
-
-        A worker talks to the parameter servers and itself only, so its session can be
-        created (and keeps running) while any other worker is down or not started yet. A
-        parameter server's own session (which waits for the end of the job) needs itself
-        only.
-        """
+        """Returns the devices this task's sessions may depend on: a worker's, the parameter
+        servers and itself (so it runs while another worker is down); a ps's, itself."""
         if self.is_ps:
             return [self.device]
         return [f"/job:{PS}", self.device]
@@ -60,11 +47,8 @@ class TaskConfig(ClusterTask):
     def session_config(self, operation_timeout_secs=None):
         """Returns the `tf.compat.v1.ConfigProto` of this task's server and sessions.
 
-        It sets `device_filters` (see `device_filters()`); without them a worker's session
-        contacts every task of the cluster and cannot be created while another worker is
-        down. A worker's config also has `share_cluster_devices_in_session`, which lets
-        its exchanges call the parameter servers directly (the cheaper transport of
-        `tf_contrib_easgd/transport.py`).
+        Its `device_filters()`; a worker's also `share_cluster_devices_in_session`, with which
+        its exchanges call the parameter servers directly (docs/DESIGN.md, "Transports").
 
         Args:
             operation_timeout_secs: if given, a blocking op (a queue, a barrier, a read from
@@ -90,16 +74,7 @@ class TaskConfig(ClusterTask):
 
 
 def from_flags(job_name, task_index, ps_hosts, worker_hosts):
-    """Builds the task description from the task-mode flags.
-
-    Args:
-        job_name: value of `--job_name`, `"ps"` or `"worker"`.
-        task_index: value of `--task_index`.
-        ps_hosts: value of `--ps_hosts`, comma-separated `host:port` addresses.
-        worker_hosts: value of `--worker_hosts`, comma-separated `host:port` addresses.
-
-    Returns:
-        A `TaskConfig` with `source="flags"`.
+    """The `TaskConfig` of the values of `--job_name --task_index --ps_hosts --worker_hosts`.
 
     Raises:
         ClusterConfigError: naming the flag and its value, if one is missing or invalid.
@@ -109,7 +84,7 @@ def from_flags(job_name, task_index, ps_hosts, worker_hosts):
 
 
 def from_tf_config(text):
-    """Builds the task description from the JSON value of the `TF_CONFIG` variable.
+    """The `TaskConfig` of the JSON value of `TF_CONFIG` (its `chief` is worker 0).
 
     Raises:
         ClusterConfigError: naming TF_CONFIG, the offending part and its value.
@@ -118,12 +93,12 @@ def from_tf_config(text):
 
 
 def from_slurm(num_ps, environ, port_base=None):
-    """Builds the task description of this task of a Slurm job step (`srun`).
+    """The `TaskConfig` of this task of a Slurm job step (`srun`).
 
     Args:
-        num_ps: value of `--ps`: the step's first `num_ps` tasks are the parameter servers.
-        environ: the environment, with the `SLURM_*` variables of the step.
-        port_base: value of `--slurm_port_base`; None: the default of the job.
+        num_ps: `--ps`: the step's first `num_ps` tasks are the parameter servers.
+        environ: the environment, with the step's `SLURM_*` variables.
+        port_base: `--slurm_port_base`; None: the job's default.
 
     Raises:
         ClusterConfigError: naming the variable or flag and its value.

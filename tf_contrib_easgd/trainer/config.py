@@ -13,8 +13,7 @@ from absl import flags
 
 from tf_contrib_easgd.trainer import cluster, data
 
-#: The `--model` choices (`models.MODELS`; repeated so that flag parsing needs no
-#: TensorFlow).
+#: The `--model` choices, the models of `models` (here, where no TensorFlow is imported).
 MODELS = ("mlp", "cnn")
 
 #: The `--optimizer` choices and the learning rate each gets without `--learning_rate`.
@@ -300,21 +299,17 @@ def describe_exchange(config, num_workers, flag_values=flags.FLAGS):
     """The line easgd-train prints first about EASGD's settings: each value, and for those
     no flag gave, that it is easgd-train's default, with the library's (contrib's)."""
     f = flag_values
-
-    def given(name):
-        return f[name].present
-
     contrib_rate = PAPER_BETA / config.communication_period / num_workers
     parts = [
         f"communication_period {config.communication_period}",
         f"moving_rate {config.moving_rate:.4g}"
-        + ("" if given("moving_rate") else f" (0.9 / {num_workers} workers)"),
+        + ("" if f["moving_rate"].present else f" (0.9 / {num_workers} workers)"),
         f"rho {config.rho:g}",
         f"overlap {'on' if config.overlap else 'off'}",
         f"wire {config.wire_dtype}",
     ]
     ours = ("moving_rate", "rho", "overlap") + (() if config.api == KERAS else ("wire_dtype",))
-    defaults = [name for name in ours if not given(name)]
+    defaults = [name for name in ours if not f[name].present]
     text = "easgd-train: EASGD " + ", ".join(parts)
     if defaults:
         text += (

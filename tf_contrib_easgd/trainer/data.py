@@ -81,17 +81,8 @@ class Dataset:
 
 
 def load(name):
-    """Loads the embedded digits (`"digits"`) or an MNIST-style `.npz` file.
-
-    Args:
-        name: `"digits"` or the path of a `.npz` file.
-
-    Returns:
-        A `Dataset`.
-
-    Raises:
-        DatasetError: if `name` is neither `"digits"` nor a usable `.npz` file.
-    """
+    """Returns the `Dataset` `name`: `"digits"` (`load_digits`) or the path of an MNIST-style
+    `.npz` file (`load_npz`, which raises its `DatasetError`)."""
     if name == DIGITS:
         return load_digits()
     return load_npz(name)

@@ -1,14 +1,10 @@
 """A one-pass reading of the node tags in the messages of TensorFlow's session errors.
 
-When `Session.run` fails, TensorFlow rewrites the error's message before raising it: it
-finds the `{{node name}}` tags and appends where each node was defined
-(`error_interpolation.interpolate_graph`). Its parser matches `(.*?){{type name}}` again
-from each position of the text after the last tag, so its time grows with the square of
-that text, while the thread holds the GIL: seconds for a message of tens of thousands of
-characters, and no other thread of the process runs meanwhile (a worker's `StallWatch`
-stays silent). `install()` gives TensorFlow `parse_message` here instead, which finds the
-same tags in one pass and returns the same result. easgd-train's tasks install it; see
-docs/RELIABILITY.md, "Chaos soak".
+When `Session.run` fails, TensorFlow appends to the message where each `{{node name}}`
+tag's node was defined (`error_interpolation.interpolate_graph`), with a parser whose time
+grows with the square of the text after the last tag, holding the GIL (docs/RELIABILITY.md,
+"Chaos soak"). `install()` gives TensorFlow `parse_message` here instead, which finds the
+same tags in one pass and returns the same result. easgd-train's tasks install it.
 """
 
 import re

@@ -38,12 +38,8 @@ def raw_session(sess):
 
 
 def save_checkpoint(sess, g, model_dir):
-    """Writes a checkpoint of the global variables (the centre, global_step) to `model_dir`.
-
-    Args:
-        sess: the chief's `MonitoredSession`.
-        g: its `graph.WorkerGraph`.
-        model_dir: the job's `--model_dir`.
+    """Writes a checkpoint of the global variables (the centre, global_step) to `model_dir`
+    from the chief's `MonitoredSession` `sess` and `graph.WorkerGraph` `g`.
 
     Returns:
         The checkpoint's path prefix.
@@ -51,8 +47,7 @@ def save_checkpoint(sess, g, model_dir):
     Raises:
         files.SaveError: if the save fails other than by a lost task (a full disk, a
             directory made read-only), naming the directory, the error and the checkpoint
-            that is still the latest. TensorFlow writes the index file last, so that one
-            still restores.
+            that is still the latest (TensorFlow writes the index file last).
     """
     prefix = os.path.join(model_dir, files.CHECKPOINT_PREFIX)
     with _save_errors(f"write a checkpoint to {model_dir}", model_dir, prefix):
@@ -62,14 +57,8 @@ def save_checkpoint(sess, g, model_dir):
 
 
 def export_centre(sess, g, model_dir):
-    """Saves the centre under the plain model's variable names (`swapping_saver`).
-
-    Returns:
-        The export's path prefix, `model_dir/export/centre`.
-
-    Raises:
-        files.SaveError: as `save_checkpoint` does.
-    """
+    """Saves the centre under the plain model's variable names (`swapping_saver`); returns
+    the export's path prefix, `model_dir/export/centre`; raises as `save_checkpoint` does."""
     export_dir = os.path.join(model_dir, files.EXPORT_DIR)
     with _save_errors(f"export the centre to {export_dir}", model_dir):
         return g.export_saver.save(
@@ -134,12 +123,9 @@ def scalars_summary(values):
 
 
 def centre_digest(arrays_by_name):
-    """Returns a SHA-256 hex digest of named arrays: equal digests mean equal values.
+    """Returns a SHA-256 hex digest of `{variable name: array}`: equal digests, equal values.
 
-    Args:
-        arrays_by_name: `{variable name: numpy array}`, e.g. the global centres as a
-            session reads them (`WorkerGraph.centre_by_name()`) or as a checkpoint reader
-            returns them.
+    E.g. of the centre as a session reads it (`WorkerGraph.centre_by_name()`) or a checkpoint.
     """
     digest = hashlib.sha256()
     for name in sorted(arrays_by_name):
@@ -150,13 +136,9 @@ def centre_digest(arrays_by_name):
 
 
 def centre_placement(centres):
-    """Which parameter server holds which centre: `{"ps 0": [variable names], ...}`.
+    """Which ps holds which of the global `centres`: `{"ps 0": [variable names], ...}`.
 
-    What the chief's "started" event reports (`centre_ps`), so that whoever reads the
-    events or the checkpoints (the soak) knows each ps's part of the centre.
-
-    Args:
-        centres: the global centre variables (`WorkerGraph.centres`).
+    The chief's "started" event reports it (`centre_ps`): each ps's part of the centre.
     """
     placement = {}
     for variable in centres:
@@ -166,15 +148,9 @@ def centre_placement(centres):
 
 
 def write_job_summary(worker, outcome, state):
-    """Evaluates the exported centre as a plain model and writes `summary.json`.
+    """Evaluates the exported centre as a plain model and writes `summary.json`; returns it.
 
-    Args:
-        worker: the chief's `worker.Worker`.
-        outcome: its `worker.Outcome`.
-        state: its `worker.TrainState`.
-
-    Returns:
-        The summary dict written.
+    From the chief's `worker.Worker`, its `finish.Outcome` and its `worker.TrainState`.
     """
     task, config, dataset = worker.task, worker.config, worker.dataset
     evaluation = models.evaluate_checkpoint(

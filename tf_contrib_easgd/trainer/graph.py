@@ -14,15 +14,12 @@ from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
 from tf_contrib_easgd.trainer import models
 from tf_contrib_easgd.trainer.config import OPTIMIZERS
 
-#: The momentum of the `momentum` and `nesterov` optimizers.
-MOMENTUM = 0.9
-
 
 def make_optimizer(name, learning_rate):
     """Returns the `tf.compat.v1.train` optimizer called `name` (see `OPTIMIZERS`).
 
     Args:
-        name: one of `OPTIMIZERS`; `momentum` and `nesterov` use momentum 0.9.
+        name: one of `OPTIMIZERS`; `momentum` and `nesterov` use `models.MOMENTUM`.
         learning_rate: the learning rate.
 
     Raises:
@@ -32,7 +29,9 @@ def make_optimizer(name, learning_rate):
     if name == "sgd":
         return train.GradientDescentOptimizer(learning_rate)
     if name in ("momentum", "nesterov"):
-        return train.MomentumOptimizer(learning_rate, MOMENTUM, use_nesterov=name == "nesterov")
+        return train.MomentumOptimizer(
+            learning_rate, models.MOMENTUM, use_nesterov=name == "nesterov"
+        )
     if name == "adam":
         return train.AdamOptimizer(learning_rate)
     if name == "adagrad":

@@ -20,11 +20,7 @@ from tf_contrib_easgd.trainer import data, export, models, progress
 def run_worker(task, config, reporter, started_at):
     """Trains worker `task.task_index` with `model.fit`; the chief also writes the summary.
 
-    Args:
-        task: the `cluster.TaskConfig` of this worker.
-        config: the `TrainConfig` of the job.
-        reporter: the `progress.Reporter` of this worker.
-        started_at: `time.monotonic()` when the process started.
+    The arguments are `task.run`'s (`started_at` given, no `rejoin`).
 
     Returns:
         For the chief, the summary dict; otherwise None.

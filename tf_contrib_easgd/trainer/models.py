@@ -12,10 +12,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tf_contrib_easgd.trainer.config import OPTIMIZERS
-
-#: The model names `build_model` accepts.
-MODELS = ("mlp", "cnn")
+from tf_contrib_easgd.trainer.config import MODELS, OPTIMIZERS
 
 #: Hidden layer sizes of the MLP.
 MLP_HIDDEN_UNITS = (128,)
@@ -27,6 +24,8 @@ CNN_DENSE_UNITS = 64
 
 #: Examples per batch when a model is evaluated.
 EVAL_BATCH = 1000
+#: The momentum of the `momentum` and `nesterov` optimizers, TF1's and Keras's.
+MOMENTUM = 0.9
 
 
 def build_model(name, images, num_classes):
@@ -57,16 +56,8 @@ def build_model(name, images, num_classes):
 
 
 def mlp(images, num_classes, hidden_units=MLP_HIDDEN_UNITS):
-    """A multi-layer perceptron: flatten, ReLU hidden layers, linear output.
-
-    Args:
-        images: float32 tensor `(batch, height, width, channels)` with a static image shape.
-        num_classes: number of outputs.
-        hidden_units: sizes of the hidden layers.
-
-    Returns:
-        The logits `(batch, num_classes)`.
-    """
+    """A multi-layer perceptron's logits on `images` (see `build_model`): flatten, ReLU
+    hidden layers of `hidden_units`, linear output."""
     with tf.compat.v1.variable_scope("mlp"):
         features = math.prod(images.shape[1:])
         net = tf.reshape(images, [-1, features])
@@ -78,18 +69,9 @@ def mlp(images, num_classes, hidden_units=MLP_HIDDEN_UNITS):
 
 
 def cnn(images, num_classes, channels=CNN_CHANNELS, dense_units=CNN_DENSE_UNITS):
-    """A small convolutional network: (3x3 conv, ReLU, 2x2 max pool) per entry of `channels`,
-    then a ReLU dense layer and a linear output.
-
-    Args:
-        images: float32 tensor `(batch, height, width, channels)` with a static image shape.
-        num_classes: number of outputs.
-        channels: output channels of the convolutions.
-        dense_units: width of the dense layer.
-
-    Returns:
-        The logits `(batch, num_classes)`.
-    """
+    """A small convolutional network's logits on `images` (see `build_model`): a 3x3
+    convolution, ReLU and 2x2 max pooling per entry of `channels` (its output channels),
+    then a ReLU dense layer of `dense_units` and a linear output."""
     with tf.compat.v1.variable_scope("cnn"):
         net = images
         for i, out_channels in enumerate(channels):
@@ -121,14 +103,9 @@ def _dense(inputs, units, name, initializer):
 
 
 def metric_sums(logits, labels):
-    """Returns `(correct, loss)`: float64 sums over the batch of right answers and of loss.
-
-    Summed, not averaged, so that `evaluate` can add batches of any size.
-
-    Args:
-        logits: float32 tensor `(batch, num_classes)`.
-        labels: int64 tensor `(batch,)` of class indices.
-    """
+    """Returns `(correct, loss)`: float64 sums over the batch of right answers and of loss
+    of `logits` `(batch, num_classes)` and int64 `labels`, so that `evaluate` can add
+    batches of any size."""
     correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1), labels), tf.float64))
     loss = tf.reduce_sum(
         tf.cast(
@@ -165,22 +142,18 @@ def evaluate(run, sums, images_in, labels_in, images, labels, batch_size=EVAL_BA
 
 
 def evaluate_checkpoint(checkpoint_path, model, images, labels, num_classes, batch_size=EVAL_BATCH):
-    """Restores a checkpoint into a plain model (no EASGD) and evaluates it.
+    """Restores a checkpoint into a plain model (no EASGD) and evaluates it as `evaluate` does.
 
-    The model is built in a fresh graph without any custom getter or device placement and
-    restored with a default `tf.compat.v1.train.Saver`, as a user of the trained centre
-    would do.
+    As a user of the trained centre would: a fresh graph without custom getter or device
+    placement, a default `tf.compat.v1.train.Saver`.
 
     Args:
         checkpoint_path: path prefix of the checkpoint (as `Saver.save` returns it).
-        model: `"mlp"` or `"cnn"`.
-        images: float32 array `(n, height, width, channels)`.
-        labels: int array `(n,)`.
-        num_classes: number of classes.
-        batch_size: examples per evaluation batch.
+        model: `"mlp"` or `"cnn"`, of `num_classes` classes.
+        images: float32 array `(n, height, width, channels)`; `labels`, int array `(n,)`.
 
     Returns:
-        A dict with `accuracy` and mean cross-entropy `loss` over the `n` examples.
+        `evaluate`'s dict.
 
     Raises:
         ValueError: if `images` is empty or does not match `labels`.
@@ -203,9 +176,6 @@ def evaluate_checkpoint(checkpoint_path, model, images, labels, num_classes, bat
 
 
 # The same models in Keras, for `--api=keras`.
-
-#: The momentum of the Keras `momentum` and `nesterov` optimizers (as `graph.MOMENTUM`).
-KERAS_MOMENTUM = 0.9
 
 
 def build_keras_model(name, image_shape, num_classes, seed):
@@ -272,7 +242,7 @@ def make_keras_optimizer(name, learning_rate):
     if name == "sgd":
         return optimizers.SGD(learning_rate)
     if name in ("momentum", "nesterov"):
-        return optimizers.SGD(learning_rate, momentum=KERAS_MOMENTUM, nesterov=name == "nesterov")
+        return optimizers.SGD(learning_rate, momentum=MOMENTUM, nesterov=name == "nesterov")
     if name == "adam":
         return optimizers.Adam(learning_rate)
     if name == "adagrad":

@@ -1,16 +1,12 @@
 """A worker's watch on its own training steps: it says when one waits too long, and why.
 
-A task whose link is cut, or whose process is frozen, closes no connection: a step that
-needs it waits in gRPC, without an error, until the task answers again, and then goes on
-(docs/RELIABILITY.md, "Partitions"). `StallWatch` makes that wait visible: a thread checks
-the step in progress and, once it has waited `after_secs`, reports a "stalled" event that
-says which parameter servers still accept connections; when the step ends, "resumed".
-Given a `rejoin` function (easgd-train's processes pass `process.restart_this_process`), a step
-still waiting `rejoin_after_secs` after unreachable parameter servers took connections
-again is given up: "rejoining", and the process starts afresh from the centre. So is,
-with `stuck_after_secs`, a step that has waited that long though every parameter server
-took connections all along: a call lost on a ps that serves the other workers (the soak
-saw one), or a ps frozen that long.
+A cut link or a frozen task closes no connection: a step that needs it waits in gRPC until
+it answers (docs/RELIABILITY.md, "Partitions"). `StallWatch`'s thread reports a step that
+has waited `after_secs` ("stalled", naming the parameter servers that take no connection)
+and its end ("resumed"). Given `rejoin` (easgd-train's `process.restart_this_process`), it
+gives up ("rejoining") a step still waiting `rejoin_after_secs` after those parameter
+servers took connections again, or `stuck_after_secs` on parameter servers that took them
+all along (a lost call, a ps frozen that long).
 """
 
 import contextlib
@@ -31,14 +27,9 @@ STUCK_AFTER_SECS = 60.0
 
 
 def stuck_after_secs(timeout_secs):
-    """Returns how long easgd-train's steps may be stuck: `STUCK_AFTER_SECS`, or less.
-
-    Half of `timeout_secs` when that is shorter, so that a stuck step rejoins well before
-    the session's operation timeout fails the process.
-
-    Args:
-        timeout_secs: easgd-train's `--timeout_secs`, > 0.
-    """
+    """Returns how long easgd-train's steps may be stuck: `STUCK_AFTER_SECS`, or half of
+    `--timeout_secs` when shorter, so that a stuck step rejoins well before the session's
+    operation timeout fails the process."""
     return min(STUCK_AFTER_SECS, timeout_secs / 2)
 
 

@@ -2,9 +2,8 @@
 
 `run` runs the task this process was given: `run_ps` serves the centre until the chief
 says the job is done; a worker runs `worker.run_worker` (`keras_worker.run_worker` with
-`--api=keras`), the chief after checking that its restore will find a good checkpoint
-(`check_checkpoints`). See docs/DESIGN.md, "The
-trainer's task lifecycle".
+`--api=keras`), the chief after `check_checkpoints`. docs/DESIGN.md, "The trainer's task
+lifecycle".
 """
 
 import time
@@ -23,9 +22,9 @@ def run(task, config, reporter, started_at=None, rejoin=None):
         task: the `cluster.TaskConfig` of this process.
         config: the `config.TrainConfig` of the job.
         reporter: the `progress.Reporter` that prints this task's events.
-        started_at: `time.monotonic()` when the process started, for the timings.
-        rejoin: for a worker, None or what gives up a step stalled on a partition once
-            the link is back (see `stall.StallWatch`); the process's own restart.
+        started_at: `time.monotonic()` when the process started (default: now).
+        rejoin: for a worker, None or the process's own restart, which gives up a step
+            stalled on a partition once the link is back (`stall.StallWatch`).
 
     Returns:
         For the chief, the summary dict also written to `summary.json`; otherwise None.
@@ -50,11 +49,8 @@ def run(task, config, reporter, started_at=None, rejoin=None):
 
 
 def check_checkpoints(model_dir, reporter):
-    """Before the chief's server starts: makes sure its restore will find a good checkpoint.
-
-    When the checkpoint the index file names (or the index file itself) is bad, the newest
-    good one before it becomes the latest (`checkpoints.fall_back`) and a warning names
-    both; the bad files are renamed, not deleted.
+    """Before the chief's server starts: makes sure its restore will find a good checkpoint,
+    the newest good one before a bad latest (`checkpoints.fall_back`; a warning names both).
 
     Raises:
         UsageError: naming each bad file, when there are checkpoints but none restores (or
@@ -73,11 +69,8 @@ def check_checkpoints(model_dir, reporter):
 
 
 def run_ps(task, reporter):
-    """Serves the centre until the chief puts a token into this server's shutdown queue.
-
-    A parameter server has nothing to time out on: it serves as long as the job runs, and
-    whoever started it stops it if the chief never finishes.
-    """
+    """Serves the centre until the chief puts a token into this server's shutdown queue
+    (no timeout: whoever started it stops it if the chief never finishes)."""
     server = tf.compat.v1.train.Server(
         task.cluster_spec(),
         job_name=task.job_name,

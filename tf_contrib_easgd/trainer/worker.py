@@ -72,12 +72,7 @@ class TrainState:
 def run_worker(task, config, reporter, started_at, rejoin=None):
     """Trains worker `task.task_index`; the chief also exports and evaluates the centre.
 
-    Args:
-        task: the `cluster.TaskConfig` of this worker.
-        config: the `TrainConfig` of the job.
-        reporter: the `progress.Reporter` of this worker.
-        started_at: `time.monotonic()` when the process started.
-        rejoin: passed to `stall.StallWatch`: None, or the restart of this process.
+    The arguments are `task.run`'s (`started_at` given).
 
     Returns:
         For the chief, the summary dict; otherwise None.
@@ -190,13 +185,9 @@ def _run_session(worker, state):
 
 
 def _session_creator(worker, state):
-    """The session creator of `MonitoredTrainingSession`, without its default hooks.
-
-    The chief's keeps a centre the ps still holds, or restores the latest checkpoint; a
-    non-chief's waits for the centre first. Checkpoints are written by
-    `export.save_checkpoint` rather than a `CheckpointSaverHook`, which would read
-    global_step from the parameter server at every step.
-    """
+    """The session creator of `MonitoredTrainingSession`, without its default hooks (no
+    `CheckpointSaverHook`: the loop saves). The chief's keeps a centre the ps still hold, or
+    restores the latest checkpoint; a non-chief's waits for the centre first."""
     g, config = worker.g, worker.config
     if not worker.task.is_chief:
         return CentreWaitingSessionCreator(
@@ -218,10 +209,8 @@ def _session_creator(worker, state):
 
 
 def _record_centre_set_up(session, how, checkpoint, g, state):
-    """Records in `state.restored` how the chief's new session set up the centre.
-
-    After a restore, the step and a digest of the centre read right after it.
-    """
+    """Records in `state.restored` how the chief's new session set up the centre: after a
+    restore, the step and a digest of the centre read right after it."""
     if how != CentreKeepingScaffold.RESTORED:
         state.restored = {"restored_from": None}
         return
@@ -234,13 +223,8 @@ def _record_centre_set_up(session, how, checkpoint, g, state):
 
 
 class _RecoveryReporter(tf.compat.v1.train.SessionCreator):
-    """Reports "recovering" as soon as `MonitoredSession` replaces a session that lost a task.
-
-    `MonitoredSession` recovers by itself from an `AbortedError` or an `UnavailableError`
-    (a task restarted, or a connection lost): it asks its creator for a new
-    session, attempt after attempt until the task answers. The first attempt of each
-    recovery is reported, before the wait.
-    """
+    """Reports "recovering" when `MonitoredSession` replaces a session that lost a task (it
+    does by itself: docs/DESIGN.md, "Recovery"), at the first attempt, before the wait."""
 
     def __init__(self, creator, worker, state):
         self._creator = creator
