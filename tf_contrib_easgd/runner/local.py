@@ -1,9 +1,10 @@
 """easgd-train's local mode: a whole job as child processes of this one, on loopback ports.
 
-`run_local` starts each task as `python -m tf_contrib_easgd.trainer --cluster=task ...`
-under a `launcher.LocalCluster`, shows their progress events, and completes the chief's
-`summary.json` with the wall time. The children inherit this process's network namespace,
-a private one when `isolation.isolate_local_job` could make it. No TensorFlow here. See
+`main` takes easgd-train's command line into a private network namespace (`isolation`) and
+checks `--model_dir`; `run_local` starts each task as `python -m tf_contrib_easgd.trainer
+--cluster=task ...` under a `launcher.LocalCluster`, shows their progress events, and
+completes the chief's `summary.json` with the wall time. The children inherit this
+process's network namespace. No TensorFlow here. See
 docs/DESIGN.md, "The trainer's task lifecycle".
 """
 
@@ -15,14 +16,15 @@ import time
 
 import portpicker
 
-from tf_contrib_easgd.runner import launcher
+from tf_contrib_easgd.runner import isolation, launcher
 from tf_contrib_easgd.runner.display import Display, parse_event
-from tf_contrib_easgd.trainer import checkpoints, cluster, files, progress
+from tf_contrib_easgd.trainer import checkpoints, cluster, files, preflight, progress
 from tf_contrib_easgd.trainer.config import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     UsageError,
+    describe_exchange,
 )
 
 #: How long the launcher lets the parameter servers exit by themselves after the job.
@@ -51,10 +53,35 @@ _GPU_PROBES = (
 )
 
 
+def main(plan, started_at, command_line, expose_ports):
+    """easgd-train's local mode, after its flags: returns the exit code.
+
+    Before anything is made, runs `command_line` again in a private network namespace
+    (`isolation.isolate_local_job`, unless `expose_ports`); there makes and checks
+    `--model_dir` (`preflight.check_before_start`, `check_checkpoints`), then `run_local`.
+    """
+    command = [sys.executable, "-m", "tf_contrib_easgd.trainer", *command_line[1:]]
+    try:
+        network = isolation.isolate_local_job(command, expose_ports)
+    except OSError as error:
+        print(
+            f"easgd-train: error: cannot bring up the loopback of the private network "
+            f"namespace ({error}); --expose_ports runs the job without one.",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    try:
+        plan = preflight.check_before_start(plan)
+        check_checkpoints(plan.config.model_dir)
+    except UsageError as error:
+        print(f"easgd-train: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    settings = describe_exchange(plan.config, plan.num_workers)
+    return run_local(plan, started_at, network=network, settings=settings)
+
+
 def run_local(plan, started_at, stream=None, network=None, settings=None):
     """Runs a whole job as child processes on this machine; returns the exit code.
-
-    Checks the checkpoints in `--model_dir` first (`check_checkpoints`).
 
     Args:
         plan: the `config.Plan` (with `task` None).
@@ -67,11 +94,6 @@ def run_local(plan, started_at, stream=None, network=None, settings=None):
     """
     stream = stream or sys.stderr
     config = plan.config
-    try:
-        check_checkpoints(config.model_dir)
-    except UsageError as error:
-        print(f"easgd-train: error: {error}", file=stream)
-        return EXIT_USAGE
     tasks = _task_specs(plan)
     display = Display(plan.num_workers, config.steps, stream, bar=stream.isatty())
     display.message(

@@ -25,7 +25,6 @@ checkpoint unusable here (checked before any server starts), or a checkpoint of 
 model (checked before the first step), 130 interrupted.
 """
 
-import dataclasses
 import sys
 
 from absl import app, flags
@@ -323,7 +322,7 @@ def _main(argv, command_line=None):
     Args:
         argv: the arguments that are not flags, the program name first.
         command_line: the whole command line (default `sys.argv`); local mode runs it again
-            in a private network namespace (`runner.isolation.isolate_local_job`).
+            in a private network namespace (`runner.local.main`).
     """
     started_at = process.started_at()
     if len(argv) > 1:
@@ -334,61 +333,27 @@ def _main(argv, command_line=None):
     except UsageError as error:
         print(f"easgd-train: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    if plan.task is not None and FLAGS["expose_ports"].present:
+    if plan.task is None:
+        # Imported here: the runner builds on the trainer's modules (tests/unit/test_layers.py).
+        from tf_contrib_easgd.runner import local  # noqa: PLC0415
+
+        command_line = sys.argv if command_line is None else command_line
+        return local.main(plan, started_at, command_line, FLAGS.expose_ports)
+    if FLAGS["expose_ports"].present:
         print(
             "easgd-train: error: --expose_ports applies to --cluster=local only; a task of a "
             'multi-machine job listens on every interface (README.md, "Security").',
             file=sys.stderr,
         )
         return EXIT_USAGE
-    network = None
-    if plan.task is None:
-        # Imported here: the runner builds on the trainer's modules (tests/unit/test_layers.py).
-        from tf_contrib_easgd.runner import isolation  # noqa: PLC0415
-
-        # Before anything is made: this may run the program again, in a new namespace.
-        command = [sys.executable, "-m", "tf_contrib_easgd.trainer"]
-        command += list(sys.argv if command_line is None else command_line)[1:]
-        try:
-            network = isolation.isolate_local_job(command, FLAGS.expose_ports)
-        except OSError as error:
-            print(
-                f"easgd-train: error: cannot bring up the loopback of the private network "
-                f"namespace ({error}); --expose_ports runs the job without one.",
-                file=sys.stderr,
-            )
-            return EXIT_FAILED
-    return _check_and_run(plan, started_at, network)
-
-
-def _check_and_run(plan, started_at, network):
-    """Makes `--model_dir` and checks this machine (`preflight`), then runs the job or task.
-
-    Returns:
-        The exit code.
-    """
     try:
-        if not plan.config.model_dir:
-            model_dir = preflight.make_temporary_model_dir()
-            plan = dataclasses.replace(
-                plan, config=dataclasses.replace(plan.config, model_dir=model_dir)
-            )
-        # Before any server starts: --model_dir writable, the task's port free (local mode:
-        # the checkpoints, in `run_local`).
-        preflight.prepare_model_dir(plan.config.model_dir)
-        if plan.task is not None:
-            preflight.check_port(plan.task)
+        plan = preflight.check_before_start(plan)
     except UsageError as error:
         print(f"easgd-train: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    settings = describe_exchange(plan.config, plan.num_workers)
-    if plan.task is None:
-        from tf_contrib_easgd.runner import local  # noqa: PLC0415 (as `isolation` above)
-
-        return local.run_local(plan, started_at, network=network, settings=settings)
     if not plan.task.is_ps and FLAGS.progress_format == progress.TEXT:
         # Not in a local job's tasks (JSON lines): the launcher has said it already.
-        print(settings, file=sys.stderr, flush=True)
+        print(describe_exchange(plan.config, plan.num_workers), file=sys.stderr, flush=True)
     return run_task(plan, started_at, FLAGS.progress_format)
 
 

@@ -3,13 +3,14 @@
 The flags may be well-formed and still unusable here: a `--model_dir` that cannot be
 written (a read-only mount, a path under a regular file, a full disk), a task's port that
 another process holds (checkpoints of which none restores: `runner.local` and
-`task.check_checkpoints`). Each check raises a
+`task.check_checkpoints`). `check_before_start` runs those that apply. Each check raises a
 `UsageError` that names the flag (or TF_CONFIG) and the value, so that easgd-train exits
 with code 2 before it starts anything, instead of failing later in TensorFlow. No
 TensorFlow here. docs/RELIABILITY.md, "Bad input on disk and in the environment".
 """
 
 import contextlib
+import dataclasses
 import errno
 import os
 import socket
@@ -118,3 +119,17 @@ def check_port(task):
             else:
                 reason = f"cannot listen on port {port}: {error.strerror or error}"
             raise UsageError(f"{task.name} ({given}): {reason}.") from None
+
+
+def check_before_start(plan):
+    """Makes `--model_dir` (a new temporary directory when not given) and checks it, and a
+    task's port; returns `plan` with its model_dir.
+
+    Raises:
+        UsageError: from the first check that fails.
+    """
+    model_dir = plan.config.model_dir or make_temporary_model_dir()
+    prepare_model_dir(model_dir)
+    if plan.task is not None:
+        check_port(plan.task)
+    return dataclasses.replace(plan, config=dataclasses.replace(plan.config, model_dir=model_dir))
