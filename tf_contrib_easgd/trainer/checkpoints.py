@@ -122,9 +122,8 @@ def read_state(model_dir):
     Raises:
         ValueError: if the file cannot be read or is not an index file.
     """
-    path = os.path.join(model_dir, STATE_FILE)
     try:
-        with open(path, encoding="utf-8") as file:
+        with open(_state_path(model_dir), encoding="utf-8") as file:
             text = file.read()
     except FileNotFoundError:
         return None
@@ -169,11 +168,8 @@ def _is_number(text):
 
 
 def write_state(model_dir, latest, listed):
-    """Writes the index file naming `latest` (also listed last), as TensorFlow writes it.
-
-    It goes to a temporary file first, which then replaces `checkpoint`. Paths in
-    `model_dir` are written relative to it.
-    """
+    """Writes the index file naming `latest` (also listed last), as TensorFlow writes it
+    (`files.write_atomically`); paths in `model_dir` relative to it."""
 
     def shown(prefix):
         relative = os.path.relpath(prefix, model_dir)
@@ -182,11 +178,7 @@ def write_state(model_dir, latest, listed):
     paths = [p for p in listed if p != latest] + [latest]
     lines = [f"model_checkpoint_path: {_quote(shown(latest))}"]
     lines += [f"all_model_checkpoint_paths: {_quote(shown(p))}" for p in paths]
-    path = os.path.join(model_dir, STATE_FILE)
-    partial = path + ".partial"
-    with open(partial, "w", encoding="utf-8") as file:
-        file.write("\n".join(lines) + "\n")
-    os.replace(partial, path)
+    files.write_atomically(_state_path(model_dir), "\n".join(lines) + "\n")
 
 
 def _quote(path):

@@ -52,17 +52,9 @@ class Dataset:
         return tuple(self.x_train.shape[1:])
 
     def shard(self, index, count):
-        """Returns the training images and labels of shard `index` out of `count`.
-
-        Shard i holds the training examples i, i + count, i + 2 * count, ..., so the shards
-        are disjoint, cover the training set and differ in size by at most one.
-
-        Args:
-            index: the shard, in `[0, count)` (a worker's task index).
-            count: the number of shards (the number of workers), at least 1.
-
-        Returns:
-            A tuple `(images, labels)`.
+        """Returns `(images, labels)` of training shard `index` (a worker's task index) of
+        `count` (the number of workers): the examples index, index + count, ..., so the
+        shards are disjoint, cover the training set and differ in size by at most one.
 
         Raises:
             ValueError: if `count < 1`, `index` is outside `[0, count)` or the shard would be
@@ -119,15 +111,12 @@ def load_digits():
 
 
 def load_npz(path):
-    """Reads MNIST-style arrays `x_train, y_train, x_test, y_test` from a `.npz` file.
+    """Reads MNIST-style arrays `x_train, y_train, x_test, y_test` from the `.npz` file `path`.
 
     This is the layout of Keras' `mnist.npz`: images `(n, height, width)` or
     `(n, height, width, channels)`, integer or float pixels, and integer labels `(n,)`.
     Integer pixels are divided by 255 (by 1 if all are 0 or 1); float pixels must already
     be in [0, 1].
-
-    Args:
-        path: path of the `.npz` file.
 
     Returns:
         A `Dataset` named after `path`.
@@ -218,17 +207,8 @@ def _labels(array, key, count, images_key, path):
 
 
 def batches(images, labels, batch_size, seed):
-    """Yields `(images, labels)` mini-batches forever, reshuffling at every epoch.
-
-    Args:
-        images: array of examples.
-        labels: array of labels, as long as `images`.
-        batch_size: examples per batch, at least 1; batches wrap around epochs so they are
-            always full.
-        seed: seed of the shuffling.
-
-    Yields:
-        Tuples `(images[batch], labels[batch])`.
+    """Yields `(images[batch], labels[batch])` of `batch_size` forever, reshuffled with `seed`
+    at every epoch; batches wrap around epochs, so they are always full.
 
     Raises:
         ValueError: if `batch_size < 1` or there are no examples.

@@ -1,4 +1,4 @@
-"""The files of an easgd-train job in `--model_dir`, and the atomic write of `summary.json`.
+"""The files of an easgd-train job in `--model_dir`, and their atomic writes.
 
     model.ckpt-<global_step>.*   the chief's checkpoints of the centre and global_step
     *.unusable                   a checkpoint that does not restore, moved aside (`checkpoints`)
@@ -36,15 +36,14 @@ def summary_path(model_dir):
 
 
 def write_summary(model_dir, summary):
-    """Writes `summary` as JSON to `model_dir/summary.json` (atomically) and returns the path.
+    """Writes `summary` as JSON to `model_dir/summary.json` (`write_atomically`)."""
+    write_atomically(summary_path(model_dir), json.dumps(summary, indent=2, sort_keys=True) + "\n")
 
-    The JSON goes to `summary.json.partial` first, which then replaces `summary.json`: a
-    reader sees the old file or the new one, never a part.
-    """
-    path = summary_path(model_dir)
+
+def write_atomically(path, text):
+    """Writes `text` to `path.partial`, which then replaces `path`: a reader sees the old
+    file or the new one, never a part."""
     partial = path + ".partial"
     with open(partial, "w", encoding="utf-8") as file:
-        json.dump(summary, file, indent=2, sort_keys=True)
-        file.write("\n")
+        file.write(text)
     os.replace(partial, path)
-    return path

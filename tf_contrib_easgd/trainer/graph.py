@@ -16,11 +16,8 @@ from tf_contrib_easgd.trainer.config import OPTIMIZERS
 
 
 def make_optimizer(name, learning_rate):
-    """Returns the `tf.compat.v1.train` optimizer called `name` (see `OPTIMIZERS`).
-
-    Args:
-        name: one of `OPTIMIZERS`; `momentum` and `nesterov` use `models.MOMENTUM`.
-        learning_rate: the learning rate.
+    """Returns the `tf.compat.v1.train` optimizer `name` of `learning_rate` (`momentum` and
+    `nesterov` with `models.MOMENTUM`).
 
     Raises:
         ValueError: if `name` is not one of `OPTIMIZERS`.
@@ -81,17 +78,9 @@ class WorkerGraph:
 
 
 def build_worker_graph(task, config, image_shape, num_classes):
-    """Builds the training graph of worker `task.task_index`.
-
-    Args:
-        task: the `cluster.TaskConfig` of a worker.
-        config: the `config.TrainConfig` of the job.
-        image_shape: `(height, width, channels)` of the images.
-        num_classes: number of classes.
-
-    Returns:
-        A `WorkerGraph`.
-    """
+    """Returns the `WorkerGraph` of worker `task.task_index` (a `cluster.TaskConfig`) in the
+    job of `config` (a `config.TrainConfig`), for images of `image_shape` `(height, width,
+    channels)` in `num_classes` classes."""
     # The order in which the ops are made is part of the job: with a graph-level seed, each
     # initialiser's seed follows from the ops made before it.
     graph = tf.Graph()

@@ -78,8 +78,6 @@ class _Progress(tf.keras.callbacks.Callback):
         self._easgd = easgd
         self._dataset = dataset
         self._started_at = started_at
-        self._window = progress.Window(0)
-        self._train_started = None
         self.train_secs = 0.0
         self._evaluator = None
 

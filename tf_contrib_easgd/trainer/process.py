@@ -27,14 +27,12 @@ def started_at():
     that wall times include interpreter start-up and the TensorFlow import; if unknown, the
     time of the call.
     """
-    restarted_at = os.environ.pop(RESTARTED_AT_ENV, None)
-    if restarted_at is not None:
-        try:
-            value = float(restarted_at)
-        except ValueError:
-            value = math.nan
-        if math.isfinite(value):
-            return min(value, time.monotonic())
+    try:
+        restarted_at = float(os.environ.pop(RESTARTED_AT_ENV, "nan"))
+    except ValueError:
+        restarted_at = math.nan
+    if math.isfinite(restarted_at):
+        return min(restarted_at, time.monotonic())
     try:
         age = _age_secs()
     except psutil.Error:
