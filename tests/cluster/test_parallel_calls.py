@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from clusters import OPERATION_TIMEOUT_MS, InProcessCluster
+from exchange_graphs import WORKER
 from held_exchanges import ALPHA, SIZE
 from held_exchanges import HeldExchange as _HeldExchange
 from held_exchanges import HeldOverlappedExchange as _HeldOverlappedExchange
@@ -168,6 +169,57 @@ def test_every_task_is_called_at_once(world, four_ps, container, ps_tasks, wire_
                     np.testing.assert_array_equal(local, replay.local[i])
                     np.testing.assert_array_equal(centre, replay.centre[i])
                 assert session.run(global_step) == count
+
+
+@pytest.mark.parametrize("wire_dtype", [None, "bfloat16"], ids=["float32", "bfloat16"])
+def test_the_centres_come_back_while_the_values_go_out(world, four_ps, container, wire_dtype):
+    # Direct calls on 2 tasks whose halves are held before they move their centres, that
+    # is, until the test lets them take the worker's values. Each task's read of its
+    # centre (or, on the 16-bit wire, its difference e) reaches the worker all the same:
+    # a worker op of the test's HeldExchange reads it there and queues a token. Built
+    # before any update, the reads ran first; had one been built after a move, as the
+    # exchange built them before, a function's order of stateful ops would have held it
+    # (and its token) until the release. tests/unit/test_parallel_calls_unit.py shows
+    # that the replies the worker uses wait for nothing more. Then the moves are the
+    # replay's, to the bit: the worker moved only once its task had its values.
+    _HeldExchange.container, _HeldExchange.signal_replies = container, True
+    try:
+        with tf.Graph().as_default() as graph:
+            opt, train_op, step, variables, entries, _ = _build(
+                four_ps.spec, 2, container, wire_dtype=wire_dtype
+            )
+            gates = _Gates(container, 2)
+            with tf.compat.v1.device(WORKER):
+                replied = tf.raw_ops.QueueSizeV2(handle=_queue(container, "replied"))
+            with _start(four_ps, graph, opt, True) as session:
+                assert opt.choose_exchange_transport(session) == "direct"
+                replay = _Replay(session.run(variables), wire_dtype)
+                gradient_step = np.full(SIZE, 0.01, np.float32)
+                join = _run_in_thread(lambda: session.run(train_op, {step: gradient_step}))
+                try:
+                    deadline = time.monotonic() + GATE_SECS
+                    while session.run(replied) < 2 and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                    assert session.run(replied) == 2, "a reply waited for its task's move"
+                    assert sum(int(size > 0) for size in session.run(gates.arrived)) == 2
+                    # Nothing moved on the worker yet: it waits for its tasks' moves.
+                    worker, local = session.run([variables, [e.local_center for e in entries]])
+                    np.testing.assert_array_equal(worker, [x + gradient_step for x in replay.x])
+                    np.testing.assert_array_equal(local, replay.local)
+                finally:
+                    session.run(gates.release)
+                join()
+                replay.local_step(gradient_step)
+                replay.exchange()
+                for i, entry in enumerate(entries):
+                    worker, local, centre = session.run(
+                        [variables[i], entry.local_center, entry.global_center]
+                    )
+                    np.testing.assert_array_equal(worker, replay.x[i])
+                    np.testing.assert_array_equal(local, replay.local[i])
+                    np.testing.assert_array_equal(centre, replay.centre[i])
+    finally:
+        _HeldExchange.signal_replies = False
 
 
 @pytest.mark.parametrize(

@@ -47,21 +47,39 @@ def held(container, tensor):
 
 
 class HeldExchange(ElasticExchange):
-    """The library's exchange, whose task halves each wait for the test to release them."""
+    """The library's exchange, whose task halves each wait for the test to release them.
+
+    With `signal_replies`, a direct call also queues a token on the worker's "replied"
+    queue once each reply of a task is on the worker (the reads come before any update,
+    so the tokens wait for no move).
+    """
 
     container = None  # Set per test (the queues live in the test's container).
     serial = False
+    signal_replies = False
 
     @property
     def _serial_calls(self):
         return self.serial
 
+    def _read_centre(self, centre_address, reference_address):
+        read = super()._read_centre(centre_address, reference_address)
+        if not self.signal_replies or "/job:ps" not in read.reply.device:
+            return read  # Not a direct call's.
+        with tf.compat.v1.device(self._worker_device):
+            # Its value needs the reply's bytes on the worker.
+            arrived = tf.cast(tf.size(read.reply), tf.int32) * 0 + 1
+            tf.raw_ops.QueueEnqueueV2(
+                handle=token_queue(self.container, "replied"), components=[arrived]
+            )
+        return read
+
     def _move_centre(self, centre_address, value, centre):
         return super()._move_centre(centre_address, held(self.container, value), centre)
 
-    def _wire_centre_half(self, centre_address, reference_address, sent):
+    def _wire_centre_half(self, centre_address, reference_address, sent, reply):
         return super()._wire_centre_half(
-            centre_address, reference_address, held(self.container, sent)
+            centre_address, reference_address, held(self.container, sent), reply
         )
 
 

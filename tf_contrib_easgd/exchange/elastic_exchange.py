@@ -13,7 +13,7 @@ import tensorflow as tf
 from tf_contrib_easgd.exchange import wire as wire_format
 from tf_contrib_easgd.exchange.gating import branch_gates
 from tf_contrib_easgd.exchange.graph_functions import call_function, define_function, return_after
-from tf_contrib_easgd.exchange.halves import ExchangeHalves, elastic_difference
+from tf_contrib_easgd.exchange.halves import ExchangeHalves, TaskHalf, elastic_difference
 from tf_contrib_easgd.exchange.task_groups import group_by_task
 from tf_contrib_easgd.exchange.variable_address import VariableAddress, is_addressable
 
@@ -232,46 +232,11 @@ class ElasticExchange(ExchangeHalves):
             signature.append(tf.TensorSpec([], group.global_step.dtype.base_dtype))
 
         def exchange_on_task(*inputs):
-            return self._task_half(group, inputs, None)
+            half = self._task_half(group, inputs, None)
+            return return_after(half.updates, half.replies)
 
         exchange_on_task.__name__ = f"easgd_exchange_task_{index}"
         return define_function(exchange_on_task, signature)
-
-    def _task_half(self, group, inputs, device):
-        """Builds the ps-side half of the exchange of `group`; returns the tensors to send back.
-
-        Args:
-            group: the `TaskGroup`.
-            inputs: the worker values of the centres, then the step increment if any.
-            device: where to place the ops: None inside the function a `RemoteCall` runs
-                (placed on the task by the call), the task's device in a direct call.
-
-        Returns:
-            The centres as read (as 16-bit differences from the references where they
-            cross narrowed), then the global step as read if any (a `RemoteCall` takes and
-            returns at least one tensor).
-        """
-        with tf.compat.v1.device(device):
-            read, moved = [], []
-            for entry, value in zip(group.entries, inputs, strict=False):
-                address = VariableAddress.of(entry.global_center)
-                if self._narrows(entry):
-                    reference = self._references[entry.global_center.name]
-                    reply, updates = self._wire_centre_half(
-                        address, VariableAddress.of(reference), value
-                    )
-                    read.append(reply)
-                    moved += updates
-                    continue
-                centre = address.read(copy=True)
-                read.append(centre)
-                moved.append(self._move_centre(address, value, centre))
-            if group.global_step is not None:
-                step = VariableAddress.of(group.global_step)
-                with tf.control_dependencies(moved):
-                    read.append(step.read(copy=True))
-                    moved.append(step.assign_add(inputs[-1], self._use_locking))
-            return return_after(moved, read)
 
     def _define_worker_function(self, group, index, task_function):
         """Defines the worker's whole exchange with the task of `group` as one function.
@@ -309,22 +274,28 @@ class ElasticExchange(ExchangeHalves):
                 if group.global_step is not None:
                     inputs.append(tf.ones([], group.global_step.dtype.base_dtype))
                 if task_function is None:
-                    outputs = self._task_half(group, inputs, group.target)
+                    # The centres come back while the values go out (docs/DESIGN.md,
+                    # "Both ways at once"); the worker moves once the task has its values,
+                    # which a ref variable's reads would otherwise still share.
+                    half = self._task_half(group, inputs, group.target)
                 else:
+                    # A RemoteCall returns when the task's function has ended.
                     outputs = tf.raw_ops.RemoteCall(
                         target=group.target,
                         args=inputs,
                         Tout=[value.dtype for value in inputs],
                         f=task_function,
                     )
+                    half = TaskHalf(outputs, [outputs[-1].op])
                 updates = []
-                for worker, local_centre, value, centre, narrows in zip(
-                    workers, local_centres, values, outputs, narrowed, strict=False
-                ):
-                    centre.set_shape(value.shape)
-                    move = self._wire_worker_half if narrows else self._move_worker
-                    updates += move(worker, local_centre, value, centre)
-                return return_after([*updates, outputs[-1].op], [tf.constant(True)])
+                with tf.control_dependencies(half.updates):
+                    for worker, local_centre, value, centre, narrows in zip(
+                        workers, local_centres, values, half.replies, narrowed, strict=False
+                    ):
+                        centre.set_shape(value.shape)
+                        move = self._wire_worker_half if narrows else self._move_worker
+                        updates += move(worker, local_centre, value, centre)
+                return return_after([*updates, *half.updates], [tf.constant(True)])
 
         exchange_with_task.__name__ = f"easgd_exchange_with_task_{index}"
         if task_function is None:
