@@ -111,11 +111,11 @@ def window(cluster, workers, period, compute_secs, seconds, seed, warm_secs=WARM
 
 
 def build(cluster, model, ps_tasks, wire, container, first, last, num_workers,
-          serial_calls=False):  # fmt: skip
+          form="at_once"):  # fmt: skip
     """Builds and starts workers `first`..`last - 1` (worker 0 first: it is the chief);
-    `serial_calls`: their exchanges call the ps tasks one after the other."""
+    `form`: their exchange's (`protocol.CALL_FORMS`)."""
     common = {"model": model, "ps_tasks": ps_tasks, "wire": wire, "container": container,
-              "num_workers": num_workers, "serial_calls": serial_calls}  # fmt: skip
+              "num_workers": num_workers, "form": form}  # fmt: skip
     if first == 0:
         cluster.call(0, "build", workers=[0], chief=True, **common)
     commands = {}
@@ -204,9 +204,9 @@ def measure_ps_count(cluster, plan, quick, ps_tasks, wire, compute_secs, rough, 
     return result
 
 
-def exchange_alone(cluster, model, ps_tasks, wire, container, serial_calls=False):
+def exchange_alone(cluster, model, ps_tasks, wire, container, form="at_once"):
     """One worker exchanging back to back: the CPU of an exchange with nothing else."""
-    build(cluster, model, ps_tasks, wire, container, 0, 1, 1, serial_calls)
+    build(cluster, model, ps_tasks, wire, container, 0, 1, 1, form)
     cluster.pin()
     measured = window(cluster, 1, 1, 0.0, CONSTANTS_SECS, seed=0)
     cluster.pin(False)
@@ -215,21 +215,21 @@ def exchange_alone(cluster, model, ps_tasks, wire, container, serial_calls=False
 
 
 def calls(cluster, plan, log):
-    """One worker's exchange alone (float32) with its calls to the ps tasks one after the
-    other and all at once, the two in interleaved rounds, for each link rate and ps count
-    of `plan`: the latency of each in the same run (scale_pieces.calls_table)."""
+    """One worker's exchange alone (float32) in each of `protocol.CALL_FORMS`, the forms in
+    interleaved rounds, for each link rate and ps count of `plan`: the latency of each in
+    the same run (scale_pieces.calls_table)."""
     rows = []
     for rate in plan["calls_rates"]:
         if cluster.network is not None:
             cluster.set_ps_rate(rate)
         for ps_tasks in plan["calls_ps"]:
             for round_index in range(plan["calls_rounds"]):
-                for serial in interleaved((True, False), round_index):
-                    container = f"q{os.getpid()}p{ps_tasks}r{round_index}{int(serial)}{rate}"
-                    m = exchange_alone(cluster, MODEL, ps_tasks, None, container, serial)
-                    rows.append({**m, "rate": rate, "serial_calls": serial, "round": round_index})
-                    form = "one after the other" if serial else "at once"
-                    log(f"  calls {form}: " + scale_report.window_line(rows[-1]))
+                for form in interleaved(tuple(protocol.CALL_FORMS), round_index):
+                    kind = list(protocol.CALL_FORMS).index(form)  # A container has no "_".
+                    container = f"q{os.getpid()}p{ps_tasks}r{round_index}f{kind}{rate}"
+                    m = exchange_alone(cluster, MODEL, ps_tasks, None, container, form)
+                    rows.append({**m, "rate": rate, "form": form, "round": round_index})
+                    log(f"  calls {protocol.CALL_FORMS[form]}: " + scale_report.window_line(m))
     if cluster.network is not None:
         cluster.set_ps_rate(None)
     return rows
@@ -316,7 +316,9 @@ def measure(results, log):
     results.update(model=MODEL, plan=plan, netns=reason is None, netns_skip_reason=reason,
                    pinning={"ps": PS_CPUS, "workers": WORKER_CPUS})  # fmt: skip
     results["reuse_freed_memory"] = True
-    results["calls_at_once"] = True  # The library's exchange; the model follows it.
+    # The library's exchange (its calls at once, its replies while the values come in);
+    # the model follows it.
+    results["calls_at_once"] = results["replies_at_once"] = True
     logs = pathlib.Path(tempfile.mkdtemp(prefix="easgd-bench-scale-logs-"))
     most = max(plan["workers"])
     max_ps = max(plan["ps"] + plan["calls_ps"])

@@ -1,39 +1,55 @@
 """docs/SCALING.md's tables of what a job of many workers needs besides exchanges: start-up
 and end, the work ledger, checkpoints, descriptors (scale.py measures them with easgd-train's
-own pieces), the parameter servers' memory, and one exchange's calls one after the other
-against all at once.
+own pieces), the parameter servers' memory, and one exchange's calls in the forms of
+`protocol.CALL_FORMS`.
 """
 
 import statistics
 
+from benchmarks.common.protocol import CALL_FORMS
 from benchmarks.common.report import ms, table
 
 
 def calls_table(results):
-    """One exchange alone: its latency with the calls to the ps tasks one after the other
-    and all at once, medians of each form's windows in the same run, and their ratio."""
+    """One exchange alone: its latency in each of `protocol.CALL_FORMS`, medians of each
+    form's windows in the same run, and the library's against the other two."""
     rows, measured = [], results.get("calls")
     if not measured:
         return []
     for key in sorted({(m["ps"], m["rate"] or "") for m in measured}):
 
-        def median(serial, key=key):
-            return statistics.median(
-                m["latency"]["median"] for m in measured
-                if (m["ps"], m["rate"] or "") == key and m["serial_calls"] == serial
-            )  # fmt: skip
+        def median(form, key=key):
+            latencies = [m["latency"]["median"] for m in measured
+                         if (m["ps"], m["rate"] or "") == key and _form(m) == form]  # fmt: skip
+            return statistics.median(latencies) if latencies else None
 
-        one_by_one, at_once = median(True), median(False)
-        rows.append([key[0], key[1] or "not shaped", ms(one_by_one), ms(at_once),
-                     f"{at_once / one_by_one:.2f}"])  # fmt: skip
+        before, one_by_one, at_once = (median(form) for form in CALL_FORMS)
+        rows.append([key[0], key[1] or "not shaped", *map(ms, (before, one_by_one, at_once)),
+                     _ratio(at_once, before), _ratio(at_once, one_by_one)])  # fmt: skip
     rounds = max(m["round"] for m in measured) + 1
+    names = " | ".join(CALL_FORMS.values())
     return [
-        "### One exchange's calls: one after the other, and all at once", "",
+        "### One exchange's calls: before issue 38, one after the other, and all at once", "",
         f"One worker exchanging {results['model']} back to back, float32, medians (ms) of "
-        f"{rounds} interleaved round(s) of each form in this run; the calls one after the "
-        "other are the exchange before issue 38, built again for this comparison.", "",
-        table("ps | -link | one after the other | at once | ratio", rows), "",
+        f"{rounds} interleaved round(s) of each form in this run. Before issue 38: the calls "
+        "one after the other, each task's replies sent after its updates; one after the "
+        "other: the library's calls, chained (the two built again for this comparison); at "
+        "once: the library's exchange.", "",
+        table(f"ps | -link | {names} | ratio to before | ratio to one after the other",
+              rows), "",
     ]  # fmt: skip
+
+
+def _ratio(seconds, other):
+    return "-" if seconds is None or other is None else f"{seconds / other:.2f}"
+
+
+def _form(m):
+    """A calls row's form; runs before the form was recorded had two, the exchange of
+    then (its calls chained: before issue 38) and the calls at once."""
+    if "form" in m:
+        return m["form"]
+    return "before_38" if m["serial_calls"] else "at_once"
 
 
 def pieces_table(results):

@@ -89,23 +89,25 @@ def valid(results):
                 yield pc["ps"], pc["wire"], window
 
 
-def harness_cluster(workers, ps_tasks, rate, serial_calls=False):
+def harness_cluster(workers, ps_tasks, rate, form=None):
     """The harness as the model sees it: the ps tasks share a core, the workers' exchanges
     another (pinned), links at `rate` or not limited, all forwarded by this machine; the
-    calls to the ps tasks one after the other with `serial_calls`."""
+    exchange's `form` (`exchange_form`), the library's by default."""
     bits = rate_bits_per_sec(rate) if rate else None
     return cost_model.Cluster(bits, workers, ps_tasks, ps_pool_cores=1, worker_pool_cores=1,
-                              one_network_host=True, serial_calls=serial_calls)  # fmt: skip
+                              one_network_host=True, **(form or {}))  # fmt: skip
 
 
-def serial_calls(results):
-    """Whether `results` were measured with the exchange that called its ps tasks one after
-    the other: every run before scale.py recorded "calls_at_once"."""
-    return not results.get("calls_at_once", False)
+def exchange_form(results):
+    """The `cost_model.Cluster` fields of the exchange `results` were measured with: runs
+    before scale.py recorded "calls_at_once" called the ps tasks one after the other, and
+    those before "replies_at_once" sent each task's replies after its updates."""
+    return {"serial_calls": not results.get("calls_at_once", False),
+            "late_replies": not results.get("replies_at_once", False)}  # fmt: skip
 
 
 def predicted(results, window, ps_tasks, wire, by_wire, compute):
-    cluster = harness_cluster(window["workers"], ps_tasks, window["rate"], serial_calls(results))
+    cluster = harness_cluster(window["workers"], ps_tasks, window["rate"], exchange_form(results))
     size = wire_bytes(protocol.MODELS[results["model"]].num_params, wire)
     return cost_model.predict(cluster, by_wire[wire], size, window["period"], compute)
 
@@ -359,7 +361,7 @@ def plot(results, rows, by_wire, compute, path):
             label = f"{wire or 'float32'}, {rate_name(rate)}"
             axis.plot(*zip(*points, strict=True), "o", color=f"C{index}", ms=4, label=label)
             costs_, size = by_wire[wire or None], wire_bytes(params, wire)
-            clusters = [harness_cluster(int(w), ps_tasks, rate or None, serial_calls(results))
+            clusters = [harness_cluster(int(w), ps_tasks, rate or None, exchange_form(results))
                         for w in grid]  # fmt: skip
             model = [cost_model.predict(c, costs_, size, period, compute) for c in clusters]
             model = [prediction.exchanges_per_sec for prediction in model]

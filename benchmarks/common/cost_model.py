@@ -66,6 +66,9 @@ class Cluster:
             a transfer crowds them all, not only its own ps task's link.
         serial_calls: an exchange calls the ps tasks one after the other (the exchange
             before issue 38, which the scale harness still measures), not all at once.
+        late_replies: a task's replies leave after its updates, so that a link carries
+            the values out, then the centres back (the exchange before issue 38); else
+            both ways at once.
     """
 
     rate_bits: float | None
@@ -77,6 +80,7 @@ class Cluster:
     shared_cores: float | None = None
     one_network_host: bool = False
     serial_calls: bool = False
+    late_replies: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,24 +127,31 @@ def _stations(cluster, costs, wire_bytes, period, compute_secs):
             stations += [_Station(0.0, ps, cluster.ps_cores, ("ps", i), i) for i in range(p)]
     if cluster.rate_bits:
         way = wire_bytes / p / (costs.link_efficiency * cluster.rate_bits / 8)
-        for i in range(p):  # Each ps link, in then out.
+        for i in range(p):  # Each ps link, in and out.
             host = ("link", 0 if cluster.one_network_host else i)
             stations += [_Station(0.0, way, 1.0, host, i)] * 2
     return think, stations
 
 
-def _exchange_secs(times, serial):
+def _exchange_secs(times, cluster):
     """An exchange's time from each station's (exchange time, is a link, task): its CPU
     and link times overlap (bytes are copied as they travel). Called one after the other,
     the tasks add up; all at once, the slowest task's CPU (after the CPU every call shares)
-    and the slowest link count."""
+    and the slowest link count. A link's two ways add up with late replies; else the
+    longer counts."""
     shared = sum(x for x, link, task in times if not link and task is None)
     tasks = {task for _, _, task in times if task is not None}
     cpu = [sum(x for x, link, t in times if not link and t == task) for task in tasks] or [0.0]
-    wire = [sum(x for x, link, t in times if link and t == task) for task in tasks] or [0.0]
-    if serial:
+    ways = [[x for x, link, t in times if link and t == task] for task in tasks]
+    combine = sum if cluster.late_replies else _longest
+    wire = [combine(way) for way in ways] or [0.0]
+    if cluster.serial_calls:
         return max(shared + sum(cpu), sum(wire))
     return max(shared + max(cpu), *wire)
+
+
+def _longest(values):
+    return max(values, default=0.0)
 
 
 def _kind(where):
@@ -157,15 +168,16 @@ def _crowding(costs, stations, seen):
     return [1 + rates[_kind(s.crowd)] * held[s.crowd] if s.crowd else 1.0 for s in stations]
 
 
-def _mva(workers, think, stations, costs, serial):
+def _mva(workers, think, stations, costs, cluster):
     """(Cycle time, each station's crowding slowdown) of `workers` customers by approximate
     mean value analysis (Schweitzer's fixed point: another customer finds (W - 1) / W of a
     station's mean queue q). A station of m >= 1 cores keeps a customer D (1 + max(0, q' -
     m + 1) / m), exact when nobody waits and at saturation; less than a core is one slower
     core (D / m). The exchange's time is `_exchange_secs` of the stations' times (calls
-    at once: a customer is at every task's stations together, each station's queue still
-    W times its time over the cycle); compute overlaps none. Crowding scales D by
-    `_crowding` (then the fixed point is damped: it would swing)."""
+    at once: a customer is at every task's stations together, and with replies at once at
+    both ways of a link, each station's queue still W times its time over the cycle);
+    compute overlaps none. Crowding scales D by `_crowding` (then the fixed point is
+    damped: it would swing)."""
     slow = [s._replace(compute=s.compute / s.servers, exchange=s.exchange / s.servers,
                        servers=1.0) if s.servers < 1 else s for s in stations]  # fmt: skip
     lengths = [workers / len(slow)] * len(slow) if slow else []
@@ -173,7 +185,7 @@ def _mva(workers, think, stations, costs, serial):
     cycle = (
         think
         + sum(s.compute for s in slow)
-        + _exchange_secs([(s.exchange, _kind(s.crowd) == "link", s.task) for s in slow], serial)
+        + _exchange_secs([(s.exchange, _kind(s.crowd) == "link", s.task) for s in slow], cluster)
     )
     damp = 0.5 if costs.link_crowding or costs.ps_crowding else 0.0
     crowd = [1.0] * len(slow)
@@ -186,7 +198,7 @@ def _mva(workers, think, stations, costs, serial):
         times = [(s.exchange * g * f, _kind(s.crowd) == "link", s.task)
                  for s, f, g in zip(slow, stretch, crowd, strict=True)]  # fmt: skip
         previous = cycle
-        cycle = damp * cycle + (1 - damp) * (think + sum(compute) + _exchange_secs(times, serial))
+        cycle = damp * cycle + (1 - damp) * (think + sum(compute) + _exchange_secs(times, cluster))
         lengths = [workers * (c + x) / cycle for c, (x, _, _) in zip(compute, times, strict=True)]
         if abs(cycle - previous) <= 1e-9 * cycle:
             break
@@ -207,7 +219,7 @@ def predict(cluster, costs, wire_bytes, period, compute_secs, overlap=False):
         busiest = max(((s.compute + s.exchange) / s.servers for s in stations), default=0.0)
         cycle, crowd = max(own, busiest * workers), [1.0] * len(stations)
     else:
-        cycle, crowd = _mva(workers, think, stations, costs, cluster.serial_calls)
+        cycle, crowd = _mva(workers, think, stations, costs, cluster)
     ps_crowd = [g for s, g in zip(stations, crowd, strict=True) if _kind(s.crowd) == "ps"]
     rate = workers / cycle
     ps_busy = rate * cluster.ps_tasks * costs.ps_secs(wire_bytes, cluster.ps_tasks)

@@ -13,6 +13,13 @@ import numpy as np
 
 REPLY_PREFIX = "BENCH "
 
+#: The forms of one exchange's calls that scale.py's `calls` measures in the same run (each
+#: a `scale_task.EXCHANGES` exchange), with their names in docs/SCALING.md: the exchange
+#: before issue 38 (its calls one after the other, each task's replies after its
+#: updates), the library's calls one after the other, and the library's exchange.
+CALL_FORMS = {"before_38": "before issue 38", "one_by_one": "one after the other",
+              "at_once": "at once"}  # fmt: skip
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:

@@ -38,26 +38,51 @@ JITTER = 0.05  # A local step waits the compute time times a uniform draw in 1 +
 
 class _SerialCallsExchange(ElasticExchange):
     """The library's exchange with its calls to the ps tasks one after the other, as before
-    they went in flight together (issue 38): what scale.py's `calls` measures against."""
+    they went in flight together (issue 38)."""
 
     _serial_calls = True
 
 
-class _SerialCallsOptimizer(ElasticAverageOptimizer):
-    def _make_exchange(self, centered, global_step):
-        return _SerialCallsExchange(centered, self._getter.worker_device, self._moving_rate,
-                                    global_step, self._use_locking, self._transport,
-                                    self._wire)  # fmt: skip
+class _BeforeIssue38Exchange(_SerialCallsExchange):
+    """The exchange before issue 38: its calls one after the other, and each direct call's
+    replies sent after its task's updates, so that a link carried the values out, then the
+    centres back (docs/DESIGN.md, "Both ways at once")."""
+
+    def _task_half(self, group, inputs, device):
+        half = super()._task_half(group, inputs, device)
+        if device is None:  # A RemoteCall's function: its replies leave at its end anyway.
+            return half
+        with v1.device(device), tf.control_dependencies(half.updates):
+            return half._replace(replies=[tf.identity(reply) for reply in half.replies])
+
+
+#: The exchanges scale.py's `calls` measures, by form (`protocol.CALL_FORMS`).
+EXCHANGES = {"at_once": ElasticExchange, "one_by_one": _SerialCallsExchange,
+             "before_38": _BeforeIssue38Exchange}  # fmt: skip
+
+
+def _optimizer(form):
+    """The library's optimizer class, with the exchange of `form` (`EXCHANGES`)."""
+    if form == "at_once":
+        return ElasticAverageOptimizer
+
+    class FormOptimizer(ElasticAverageOptimizer):
+        def _make_exchange(self, centered, global_step):
+            return EXCHANGES[form](centered, self._getter.worker_device, self._moving_rate,
+                                   global_step, self._use_locking, self._transport,
+                                   self._wire)  # fmt: skip
+
+    return FormOptimizer
 
 
 def worker_graph(model, ps_tasks, wire, num_workers, index, container, trainer=False,
-                 train_steps=1, serial_calls=False):  # fmt: skip
+                 train_steps=1, form="at_once"):  # fmt: skip
     """Worker `index`'s graph: `model`'s variables under EASGD, every weight matrix a
     partitioned variable with a shard per ps task. The loss reads a row of each shard (the
     compute is the harness's wait); each run of the train op exchanges every value. With
     `trainer`, easgd-train's work ledger (of `train_steps` local steps), sharded checkpoint
-    saver, export saver and hook; with `serial_calls`, the exchange calls the ps tasks one
-    after the other."""
+    saver, export saver and hook; `form`: the exchange's (`EXCHANGES`): the library's, or
+    one to measure it against."""
     device, g = f"/job:worker/task:{index}", types.SimpleNamespace(graph=tf.Graph())
     with g.graph.as_default(), v1.container(container):
         getter = ElasticAverageCustomGetter(device)
@@ -71,7 +96,7 @@ def worker_graph(model, ps_tasks, wire, num_workers, index, container, trainer=F
                 for part in partitions(variable):
                     loss += tf.reduce_sum(tf.gather(part, [0]))
             g.global_step = v1.train.get_or_create_global_step()
-            optimizer = _SerialCallsOptimizer if serial_calls else ElasticAverageOptimizer
+            optimizer = _optimizer(form)
             g.optimizer = optimizer(v1.train.GradientDescentOptimizer(0.01), num_workers, getter,
                                     communication_period=1, rho=0.0, wire_dtype=wire)  # fmt: skip
             g.train_op = g.optimizer.minimize(loss, global_step=g.global_step)
@@ -129,13 +154,13 @@ class Host:
         return v1.Session(self.servers[index].target, graph=graph, config=config)
 
     def build(self, model, ps_tasks, wire, num_workers, container, workers, chief=False,
-              serial_calls=False):  # fmt: skip
+              form="at_once"):  # fmt: skip
         """Builds and starts `workers` (worker 0 with `chief` initialises the centre first);
-        `serial_calls`: their exchanges call the ps tasks one after the other."""
+        `form`: their exchange's (`EXCHANGES`)."""
         started, transports = time.monotonic(), []
         for index in workers:
             g = worker_graph(model, ps_tasks, wire, num_workers, index, container,
-                             serial_calls=serial_calls)  # fmt: skip
+                             form=form)  # fmt: skip
             session = self._session(index, g.graph, ps_tasks)
             for op in g.chief_init if chief and index == 0 else g.worker_init:
                 session.run(op)

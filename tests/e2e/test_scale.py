@@ -1,9 +1,10 @@
 """The scale harness (benchmarks/scale.py, `make bench-scale`) in its smoke run.
 
 `--quick` starts two ps tasks and a host of two workers as OS processes, measures the
-exchange's costs, its calls to both ps tasks one after the other and at once, a window per
-link, the memory, the end-of-job pieces, and writes its results, the report's generated
-block and the plot by itself, as the full run does (~2 min here, quiet).
+exchange's costs, its calls to both ps tasks in three forms (before issue 38, one after
+the other, at once), a window per link, the memory, the end-of-job pieces, and writes its
+results, the report's generated block and the plot by itself, as the full run does (~2 min
+here, quiet).
 """
 
 import importlib.util
@@ -35,10 +36,12 @@ def test_the_quick_run_measures_and_writes_its_report(tmp_path):
     (constants,) = results["constants"]
     assert constants["exchanges"] > 0 and sum(constants["ps_cpu"]) > 0
     assert constants["hosts_cpu"] > 0
-    # One exchange alone, its calls to 2 ps tasks one after the other and all at once.
-    assert sorted((m["ps"], m["serial_calls"]) for m in results["calls"]) == [
-        (2, False),
-        (2, True),
+    # One exchange alone on 2 ps tasks in each form: before issue 38, its calls one after
+    # the other, and the library's.
+    assert sorted((m["ps"], m["form"]) for m in results["calls"]) == [
+        (2, "at_once"),
+        (2, "before_38"),
+        (2, "one_by_one"),
     ]
     assert all(m["exchanges"] > 0 and m["latency"]["median"] > 0 for m in results["calls"])
     (measured,) = results["ps_counts"]
@@ -67,7 +70,9 @@ def test_the_quick_run_measures_and_writes_its_report(tmp_path):
     assert text.startswith("# Scaling\n\nHand-written.\n")
     assert "\nold\n" not in text and text.count(scale_report.BEGIN) == 1
     assert "### Measured against the model" in text
-    assert "### One exchange's calls: one after the other, and all at once" in text
+    assert "### One exchange's calls: before issue 38, one after the other, and all at once" in (
+        text
+    )
     # Every window beside its prediction goes to a CSV the block links to, not into it.
     windows = (tmp_path / "scale_windows.csv").read_text().splitlines()
     assert len(windows) == 1 + len(windows_kept(results))

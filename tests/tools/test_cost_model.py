@@ -72,10 +72,12 @@ def test_the_ps_links_bound_the_exchanges_each_way():
 
 
 def test_the_overlapped_exchange_hides_its_transfer_behind_the_next_steps():
+    # Late replies (the exchange before issue 38): a link carries the values, then the
+    # centres.
     # 12.5 MB each way at 1 Gbit/s (125 MB/s): 100 ms in, 100 ms out. Waiting for it, one
     # worker's cycle is 100 ms of compute + 200 ms; overlapped, the compute's 100 ms, since
     # neither direction of the link is busy longer.
-    one = Cluster(1 * GBIT, workers=1)
+    one = Cluster(1 * GBIT, late_replies=True, workers=1)
     costs = Costs()
     assert cost_model.step_time("easgd-10", 10 * MS, 12.5e6, one, costs) == pytest.approx(0.03)
     assert cost_model.step_time("easgd-10-overlap", 10 * MS, 12.5e6, one, costs) == (
@@ -148,13 +150,15 @@ def test_a_lone_worker_is_not_crowded():
 
 
 def test_two_transfers_in_flight_crowd_each_other():
+    # Late replies (the exchange before issue 38): a link carries the values, then the
+    # centres.
     # 12.5 MB each way at 1 Gbit/s (125 MB/s): D = 100 ms in, 100 ms out; no compute, no
     # CPU. Two workers share the link's two stations, one each on average (q = 1), and an
     # arriving transfer finds half of the other's: q' = 0.5 at each, 1 in flight on the
     # link's host. Without crowding it stays D (1 + 0.5) = 150 ms at each: a 300 ms cycle,
     # 2 / 0.3 = 6.67 exchanges/s. With 20 % a transfer in flight it takes D (1 + 0.2 x 1) =
     # 120 ms, 180 at each: 360 ms, 5.56 exchanges/s.
-    two = Cluster(1 * GBIT, workers=2)
+    two = Cluster(1 * GBIT, late_replies=True, workers=2)
     plain = cost_model.predict(two, Costs(), 12.5e6, 1, 0.0)
     assert plain.exchanges_per_sec == pytest.approx(2 / 0.3)
     crowded = cost_model.predict(two, Costs(link_crowding=0.2), 12.5e6, 1, 0.0)
@@ -162,6 +166,8 @@ def test_two_transfers_in_flight_crowd_each_other():
 
 
 def test_links_of_one_network_host_crowd_each_other():
+    # Late replies (the exchange before issue 38): a link carries the values, then the
+    # centres.
     # 2 ps tasks: 6.25 MB per link each way, D = 50 ms at each of 4 link stations; no CPU.
     # The calls go at once: an exchange is at both tasks' links together and lasts as
     # long as the slower task's in + out, so a cycle is 2 R and each of the two workers
@@ -171,11 +177,11 @@ def test_links_of_one_network_host_crowd_each_other():
     # one machine (the scale harness), all 4 count, 2 in flight: 50 x 1.5 x 1.4 = 105 ms,
     # 210 ms a cycle, 9.52 exchanges/s.
     costs = Costs(link_crowding=0.2)
-    apart = Cluster(1 * GBIT, workers=2, ps_tasks=2)
+    apart = Cluster(1 * GBIT, late_replies=True, workers=2, ps_tasks=2)
     assert cost_model.predict(apart, costs, 12.5e6, 1, 0.0).exchanges_per_sec == (
         pytest.approx(2 / 0.18)
     )
-    together = Cluster(1 * GBIT, workers=2, ps_tasks=2, one_network_host=True)
+    together = Cluster(1 * GBIT, late_replies=True, workers=2, ps_tasks=2, one_network_host=True)
     assert cost_model.predict(together, costs, 12.5e6, 1, 0.0).exchanges_per_sec == (
         pytest.approx(2 / 0.21)
     )
@@ -184,21 +190,27 @@ def test_links_of_one_network_host_crowd_each_other():
     # 50 x 1.25 x 1.2 = 75 ms (together): cycles of 275 and 300 ms.
     serial = {"ps_tasks": 2, "serial_calls": True}
     assert cost_model.predict(
-        Cluster(1 * GBIT, workers=2, **serial), costs, 12.5e6, 1, 0.0
+        Cluster(1 * GBIT, late_replies=True, workers=2, **serial), costs, 12.5e6, 1, 0.0
     ).exchanges_per_sec == pytest.approx(2 / 0.275)
     assert cost_model.predict(
-        Cluster(1 * GBIT, workers=2, one_network_host=True, **serial), costs, 12.5e6, 1, 0.0
+        Cluster(1 * GBIT, late_replies=True, workers=2, one_network_host=True, **serial),
+        costs,
+        12.5e6,
+        1,
+        0.0,
     ).exchanges_per_sec == pytest.approx(2 / 0.3)
 
 
 def test_calls_at_once_wait_for_the_slowest_link_not_the_sum():
+    # Late replies (the exchange before issue 38): a link carries the values, then the
+    # centres.
     # One worker, 10 MB each way over 4 ps tasks at 1 Gbit/s (125 MB/s): 2.5 MB per link
     # each way, 20 ms in and 20 ms out, 40 ms a task; each task's 5 ms of CPU on cores of
     # its own overlaps its transfer. One after the other: 4 x 40 = 160 ms (the CPU, 20 ms,
     # hides behind it). At once: the slowest task, 40 ms: a quarter.
     costs = Costs(ps_call_secs=5 * MS)
-    at_once = Cluster(1 * GBIT, workers=1, ps_tasks=4)
-    one_by_one = Cluster(1 * GBIT, workers=1, ps_tasks=4, serial_calls=True)
+    at_once = Cluster(1 * GBIT, late_replies=True, workers=1, ps_tasks=4)
+    one_by_one = Cluster(1 * GBIT, late_replies=True, workers=1, ps_tasks=4, serial_calls=True)
     assert cost_model.predict(at_once, costs, 10e6, 10, 10 * MS).latency_secs == (
         pytest.approx(40 * MS)
     )
@@ -207,13 +219,36 @@ def test_calls_at_once_wait_for_the_slowest_link_not_the_sum():
     )
     # One task: nothing to do at once, the same 10 MB in 80 + 80 ms either way.
     for serial in (False, True):
-        alone = Cluster(1 * GBIT, workers=1, ps_tasks=1, serial_calls=serial)
+        alone = Cluster(1 * GBIT, late_replies=True, workers=1, ps_tasks=1, serial_calls=serial)
         assert cost_model.predict(alone, costs, 10e6, 10, 10 * MS).latency_secs == (
             pytest.approx(160 * MS)
         )
 
 
+def test_replies_at_once_take_the_longer_way_of_a_link_not_both():
+    # One worker, 10 MB each way at 1 Gbit/s (125 MB/s), no CPU: 80 ms in, 80 ms out on
+    # one ps task. Replies after the updates (before issue 38): 160 ms; at once, both ways
+    # of the link are busy together: 80 ms. Over 4 ps tasks, 20 ms a way per link: one
+    # after the other 4 x 20 = 80 ms (4 x 40 with late replies), at once 20 ms. With 30 ms
+    # of the worker's CPU on a core its bytes are copied on as they travel (the scale
+    # harness's), the CPU bounds the calls at once: max(30, 20) = 30 ms.
+    for ps_tasks, serial, late, expected in (
+        (1, False, True, 160), (1, False, False, 80), (4, True, True, 160),
+        (4, True, False, 80), (4, False, False, 20),
+    ):  # fmt: skip
+        cluster = Cluster(1 * GBIT, workers=1, ps_tasks=ps_tasks, serial_calls=serial,
+                          late_replies=late)  # fmt: skip
+        predicted = cost_model.predict(cluster, Costs(), 10e6, 10, 10 * MS)
+        assert predicted.latency_secs == pytest.approx(expected * MS)
+    cpu = Costs(worker_call_secs=7.5 * MS)  # 4 calls: 30 ms.
+    pinned = Cluster(1 * GBIT, workers=1, ps_tasks=4, worker_pool_cores=1)
+    predicted = cost_model.predict(pinned, cpu, 10e6, 10, 0.0)
+    assert predicted.latency_secs == pytest.approx(30 * MS)
+
+
 def test_calls_at_once_still_share_the_cores_they_share():
+    # Late replies (the exchange before issue 38): a link carries the values, then the
+    # centres.
     # The scale harness: the ps tasks share one core, the workers' exchanges another. One
     # worker, 2 ps tasks, 10 MB each way: 40 ms a way per link, 80 ms a task. The worker's
     # CPU is 2 calls of 5 ms; each ps task's 30 ms, on the one core: 60 ms. One after the
@@ -225,7 +260,9 @@ def test_calls_at_once_still_share_the_cores_they_share():
                                          (50 * MS, 110 * MS, 160 * MS)):  # fmt: skip
         costs = Costs(worker_call_secs=5 * MS, ps_call_secs=ps_call)
         for serial, expected in ((False, at_once), (True, one_by_one)):
-            cluster = Cluster(1 * GBIT, workers=1, serial_calls=serial, **harness)
+            cluster = Cluster(
+                1 * GBIT, late_replies=True, workers=1, serial_calls=serial, **harness
+            )
             predicted = cost_model.predict(cluster, costs, 10e6, 10, 10 * MS)
             assert predicted.latency_secs == pytest.approx(expected)
 
