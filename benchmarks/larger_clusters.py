@@ -21,9 +21,13 @@ PREDICTED_CONFIGS = ("async", "sync", "easgd-10", "easgd-64", "easgd-10-overlap"
 
 
 def box(results, rate, workers):
-    """The shaped cluster as the cost model sees it: every task on the machine's cores."""
+    """The shaped cluster as the cost model sees it: every task on the machine's cores, and
+    the exchange of section 5's runs (replies after the updates in runs that predate
+    "replies_at_once")."""
     cores = results.get("machine", {}).get("cores") or 2
-    return cost_model.Cluster(rate_bits_per_sec(rate), workers, 1, shared_cores=cores)
+    late = not results.get("shaped", {}).get("replies_at_once", False)
+    return cost_model.Cluster(rate_bits_per_sec(rate), workers, 1, shared_cores=cores,
+                              late_replies=late)  # fmt: skip
 
 
 def measured_costs(path=SCALE_RESULTS):
