@@ -15,7 +15,7 @@ from exchange_graphs import wait_for_exchanges as _wait_for_exchanges
 from quadratic import build_quadratic, trajectory_row
 
 from tf_contrib_easgd import ElasticAverageCustomGetter, ElasticAverageOptimizer
-from tf_contrib_easgd.exchange.overlap import _subtract_scaled
+from tf_contrib_easgd.exchange.overlap import OverlappedExchange, _subtract_scaled
 
 DEADLINE_SECS = 30
 
@@ -117,6 +117,45 @@ def test_overlap_must_be_a_bool(overlap):
         ElasticAverageOptimizer(
             tf.compat.v1.train.GradientDescentOptimizer(0.5), 1, getter, overlap=overlap
         )
+
+
+def test_a_runner_step_longer_than_the_operation_timeout_loses_no_exchange(world, monkeypatch):
+    # The runner's step takes the copy, then pauses 0.5 s before it exchanges: longer than
+    # the session's 0.2 s operation timeout. A step failed by that timeout after taking the
+    # copy would lose the exchange, and the finish op would wait for its reply until the
+    # test's deadline. The runner's steps keep no operation timeout, so both exchanges land
+    # as worked in the idle-worker test below: w = 5, local centre 6, centre 5.
+    original = OverlappedExchange._exchange_with_centres
+
+    def slow(self, copies):
+        pause = tf.numpy_function(lambda: np.float32(time.sleep(0.5) or 0), [], tf.float32)
+        with tf.control_dependencies([pause]):
+            return original(self, tf.nest.map_structure(tf.identity, copies))
+
+    monkeypatch.setattr(OverlappedExchange, "_exchange_with_centres", slow)
+    getter = ElasticAverageCustomGetter("")
+    with tf.Graph().as_default():
+        w, opt, train_op, global_step = build_quadratic(
+            getter, 8.0, communication_period=1, moving_rate=0.5, overlap=True
+        )
+        finish = opt.get_finish_op()
+        entry = getter.find(w)
+        config = tf.compat.v1.ConfigProto(operation_timeout_in_ms=200)
+        patient = tf.compat.v1.RunOptions(timeout_in_ms=DEADLINE_SECS * 1000)
+        coordinator = tf.train.Coordinator()
+        with tf.compat.v1.Session(config=config) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(tf.compat.v1.local_variables_initializer())
+            session.run(opt.get_init_op(0))
+            threads = tf.compat.v1.train.start_queue_runners(session, coordinator)
+            for count in (1, 2):
+                session.run(train_op, options=patient)
+                _wait_for_exchanges(session, global_step, count)
+            session.run(finish, options=patient)
+            assert session.run([w, entry.local_center, entry.global_center]) == [5.0, 6.0, 5.0]
+            assert not coordinator.should_stop()
+            coordinator.request_stop()
+            coordinator.join(threads, stop_grace_period_secs=DEADLINE_SECS)
 
 
 def test_the_runner_waits_out_an_idle_worker_in_a_session_with_an_operation_timeout(world):

@@ -21,6 +21,9 @@ from tf_contrib_easgd.exchange.variable_address import (
 )
 
 QUEUE_NAME = "overlapped_exchange"
+#: The deadline of a runner's step, in place of the session's operation timeout: a week,
+#: so never (TensorFlow takes a run's own timeout over the session's, and has no "none").
+STEP_TIMEOUT_MS = 7 * 24 * 3600 * 1000
 
 
 class OverlappedExchange:
@@ -256,25 +259,25 @@ class ExchangeRunner(tf.compat.v1.train.QueueRunner):
     """The `QueueRunner` of the overlapped exchange: its thread waits for copies as long as
     the worker is idle.
 
-    Its step starts by taking the next copy from the queue, which blocks until the worker
-    queues one. A session with an operation timeout (`ConfigProto.operation_timeout_in_ms`)
-    fails any step that blocks longer with a `DeadlineExceededError`, and a plain
-    `QueueRunner` would take it for an error of the job: a worker that evaluates, saves or
-    waits for the others longer than the timeout would lose its runner, and its session
-    would fail when it closes. This runner starts the step again instead; every other error
-    goes to the coordinator as a `QueueRunner`'s does, and a closed queue ends its thread.
+    Its step takes the next copy from the queue, which blocks until the worker queues one,
+    then exchanges it and queues the reply. Its steps run without the session's operation
+    timeout (`ConfigProto.operation_timeout_in_ms`): a step failed by it after taking a
+    copy would lose that exchange, and the worker's next landing would wait for a reply
+    that never comes; one failed while waiting would end a plain `QueueRunner` although
+    the worker is only evaluating, saving or waiting for the others. Closing the queues
+    ends the wait (the session's close, or `coord` stopping); every error goes to the
+    coordinator as a `QueueRunner`'s does, and a closed queue ends its thread.
     """
 
     def _run(self, sess, enqueue_op, coord=None):
         """Runs `enqueue_op` in a loop until the queues close or `coord` stops."""
-        exchange = sess.make_callable(enqueue_op)
+        exchange = sess.make_callable(enqueue_op, accept_options=True)
+        patient = tf.compat.v1.RunOptions(timeout_in_ms=STEP_TIMEOUT_MS)
         closed = False
         try:
             while not (coord and coord.should_stop()):
                 try:
-                    exchange()
-                except tf.errors.DeadlineExceededError:
-                    continue  # No copy came in the timeout: the worker is idle.
+                    exchange(options=patient)
                 except self._queue_closed_exception_types:
                     closed = True
                     break
