@@ -152,7 +152,7 @@ bench-tuning: $(BENCH_STAMP)
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m benchmarks.tuning --out=benchmarks/results \
 	  --report=docs/TUNING.md
 
-# `make bench-scale` (~30 min) runs the scale harness of docs/SCALING.md (benchmarks/scale.py):
+# `make bench-scale` (~35 min) runs the scale harness of docs/SCALING.md (benchmarks/scale.py):
 # 2 to 64 workers against 1, 2 and 4 ps tasks, the cost model beside every point, and what a
 # 64-worker job needs besides exchanges; it rewrites benchmarks/results/scale.* and the
 # generated block of docs/SCALING.md. Never part of `make test` (tests/e2e/test_scale.py runs its

@@ -1,6 +1,6 @@
 """The scale harness of docs/SCALING.md: 2 to 64 workers against 1, 2 and 4 ps tasks.
 
-    python -m benchmarks.scale              # make bench-scale (~30 min): OUT/scale.json,
+    python -m benchmarks.scale              # make bench-scale (~35 min): OUT/scale.json,
                                             # scale.png, scale_windows.csv, the doc's block
     python -m benchmarks.scale --quick      # a smoke run (~2 min) in a temporary folder
     python -m benchmarks.scale --rerender   # docs/SCALING.md's block from OUT/scale.json
