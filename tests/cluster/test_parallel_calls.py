@@ -96,6 +96,15 @@ def _run_in_thread(function):
     return join
 
 
+def _assert_moved_as(session, variables, entries, replay):
+    """Every variable, local centre and centre is the replay's, to the bit."""
+    for i, entry in enumerate(entries):
+        worker, local, centre = session.run([variables[i], entry.local_center, entry.global_center])
+        np.testing.assert_array_equal(worker, replay.x[i])
+        np.testing.assert_array_equal(local, replay.local[i])
+        np.testing.assert_array_equal(centre, replay.centre[i])
+
+
 def _start(cluster, graph, opt, share_devices):
     session = cluster.session(0, graph, share_devices)
     session.run(tf.compat.v1.global_variables_initializer())
@@ -161,13 +170,7 @@ def test_every_task_is_called_at_once(world, four_ps, container, ps_tasks, wire_
                 join()
                 replay.local_step(gradient_step)
                 replay.exchange()
-                for i, entry in enumerate(entries):
-                    worker, local, centre = session.run(
-                        [variables[i], entry.local_center, entry.global_center]
-                    )
-                    np.testing.assert_array_equal(worker, replay.x[i])
-                    np.testing.assert_array_equal(local, replay.local[i])
-                    np.testing.assert_array_equal(centre, replay.centre[i])
+                _assert_moved_as(session, variables, entries, replay)
                 assert session.run(global_step) == count
 
 
@@ -211,13 +214,7 @@ def test_the_centres_come_back_while_the_values_go_out(world, four_ps, container
                 join()
                 replay.local_step(gradient_step)
                 replay.exchange()
-                for i, entry in enumerate(entries):
-                    worker, local, centre = session.run(
-                        [variables[i], entry.local_center, entry.global_center]
-                    )
-                    np.testing.assert_array_equal(worker, replay.x[i])
-                    np.testing.assert_array_equal(local, replay.local[i])
-                    np.testing.assert_array_equal(centre, replay.centre[i])
+                _assert_moved_as(session, variables, entries, replay)
     finally:
         _HeldExchange.signal_replies = False
 
@@ -289,13 +286,7 @@ def test_the_overlapped_exchange_reaches_every_task_at_once(
                     in_flight = _overlapped_exchange(replay, in_flight)
                 session.run(finish)
                 _land(replay, in_flight)
-                for i, entry in enumerate(entries):
-                    worker, local, centre = session.run(
-                        [variables[i], entry.local_center, entry.global_center]
-                    )
-                    np.testing.assert_array_equal(worker, replay.x[i])
-                    np.testing.assert_array_equal(local, replay.local[i])
-                    np.testing.assert_array_equal(centre, replay.centre[i])
+                _assert_moved_as(session, variables, entries, replay)
             finally:
                 coordinator.request_stop()
                 session.run(gates.release)  # A runner still held is let go.

@@ -133,6 +133,26 @@ def test_a_runner_step_longer_than_the_operation_timeout_loses_no_exchange(world
             return original(self, tf.nest.map_structure(tf.identity, copies))
 
     monkeypatch.setattr(OverlappedExchange, "_exchange_with_centres", slow)
+    assert _two_overlapped_exchanges(idle_secs=0.0) == [5.0, 6.0, 5.0]
+
+
+def test_the_runner_waits_out_an_idle_worker_in_a_session_with_an_operation_timeout(world):
+    # The runner's step blocks until the next copy, in a session with an operation timeout
+    # of 0.2 s; the worker idles 1 s (five timeouts) between two steps, as a worker
+    # evaluating or waiting for the others does, and the runner must simply wait (its
+    # steps keep no timeout). Period 1, alpha 0.5, lr 0.5 on 0.5 * w^2, from w = 8:
+    # step 1: w = 4, sent: d = 0.5 (4 - 8) = -2, centre 6; step 2: w = 2, lands: w = 4,
+    # local centre 8; sent: d = 0.5 (4 - 6) = -1, centre 5; the finish op: w = 5, local
+    # centre 6.
+    assert _two_overlapped_exchanges(idle_secs=1.0) == [5.0, 6.0, 5.0]
+
+
+def _two_overlapped_exchanges(idle_secs):
+    """Two overlapped exchanges of `build_quadratic` (period 1, alpha 0.5, from w = 8) in a
+    session with an operation timeout of 0.2 s, the worker idle `idle_secs` between them,
+    then the finish op; returns [w, local centre, centre]. The test's own steps and the
+    finish op (which waits for the runner's exchange in flight) may take as long as they
+    need: under load a finish op took longer than 0.2 s (a fresh-clone CI run)."""
     getter = ElasticAverageCustomGetter("")
     with tf.Graph().as_default():
         w, opt, train_op, global_step = build_quadratic(
@@ -151,50 +171,13 @@ def test_a_runner_step_longer_than_the_operation_timeout_loses_no_exchange(world
             for count in (1, 2):
                 session.run(train_op, options=patient)
                 _wait_for_exchanges(session, global_step, count)
+                time.sleep(idle_secs if count == 1 else 0.0)
+                assert not coordinator.should_stop()
             session.run(finish, options=patient)
-            assert session.run([w, entry.local_center, entry.global_center]) == [5.0, 6.0, 5.0]
-            assert not coordinator.should_stop()
+            moved = session.run([w, entry.local_center, entry.global_center])
             coordinator.request_stop()
             coordinator.join(threads, stop_grace_period_secs=DEADLINE_SECS)
-
-
-def test_the_runner_waits_out_an_idle_worker_in_a_session_with_an_operation_timeout(world):
-    # The runner's step blocks until the next copy. A session with an operation timeout of
-    # 0.2 s fails such a step after 0.2 s; the worker then idles 1 s (five timeouts) between
-    # two steps, as a worker evaluating or waiting for the others does, and the runner must
-    # simply wait again. Period 1, alpha 0.5, lr 0.5 on 0.5 * w^2, from w = 8:
-    # step 1: w = 4, sent: d = 0.5 (4 - 8) = -2, centre 6; step 2: w = 2, lands: w = 4,
-    # local centre 8; sent: d = 0.5 (4 - 6) = -1, centre 5; the finish op: w = 5, local
-    # centre 6.
-    getter = ElasticAverageCustomGetter("")
-    with tf.Graph().as_default():
-        w, opt, train_op, global_step = build_quadratic(
-            getter, 8.0, communication_period=1, moving_rate=0.5, overlap=True
-        )
-        finish = opt.get_finish_op()
-        entry = getter.find(w)
-        config = tf.compat.v1.ConfigProto(operation_timeout_in_ms=200)
-        # The test's own steps and the finish op (which waits for the runner's exchange in
-        # flight) may take as long as they need: only the runner's ops keep the session's
-        # 0.2 s. Under load a finish op took longer than 0.2 s (a fresh-clone CI run).
-        patient = tf.compat.v1.RunOptions(timeout_in_ms=DEADLINE_SECS * 1000)
-        coordinator = tf.train.Coordinator()
-        with tf.compat.v1.Session(config=config) as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            session.run(tf.compat.v1.local_variables_initializer())
-            session.run(opt.get_init_op(0))
-            threads = tf.compat.v1.train.start_queue_runners(session, coordinator)
-            session.run(train_op, options=patient)
-            _wait_for_exchanges(session, global_step, 1)
-            time.sleep(1.0)
-            assert not coordinator.should_stop()
-            session.run(train_op, options=patient)
-            _wait_for_exchanges(session, global_step, 2)
-            assert session.run(entry.global_center) == 5.0
-            session.run(finish, options=patient)
-            assert session.run([w, entry.local_center]) == [5.0, 6.0]
-            coordinator.request_stop()
-            coordinator.join(threads, stop_grace_period_secs=DEADLINE_SECS)
+    return moved
 
 
 class _AssignSubOnly:
