@@ -177,9 +177,7 @@ class CopyOnlyExchange(ElasticExchange):
 
 
 class CopyOnlyElasticAverageOptimizer(ElasticAverageOptimizer):
-    def _make_exchange(self, centered, global_step):
-        return CopyOnlyExchange(centered, self._getter.worker_device, self._moving_rate,
-                                global_step, self._use_locking, self._transport)  # fmt: skip
+    _exchange_class = CopyOnlyExchange
 
 
 def check_copy_only(cluster_spec, task_index, share_devices):

@@ -63,16 +63,8 @@ EXCHANGES = {"at_once": ElasticExchange, "one_by_one": _SerialCallsExchange,
 
 def _optimizer(form):
     """The library's optimizer class, with the exchange of `form` (`EXCHANGES`)."""
-    if form == "at_once":
-        return ElasticAverageOptimizer
-
-    class FormOptimizer(ElasticAverageOptimizer):
-        def _make_exchange(self, centered, global_step):
-            return EXCHANGES[form](centered, self._getter.worker_device, self._moving_rate,
-                                   global_step, self._use_locking, self._transport,
-                                   self._wire)  # fmt: skip
-
-    return FormOptimizer
+    return type(f"Optimizer_{form}", (ElasticAverageOptimizer,),
+                {"_exchange_class": EXCHANGES[form]})  # fmt: skip
 
 
 def worker_graph(model, ps_tasks, wire, num_workers, index, container, trainer=False,

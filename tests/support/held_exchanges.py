@@ -103,13 +103,8 @@ class HeldOptimizer(ElasticAverageOptimizer):
     """The library's optimizer, with a `HeldExchange` (a `HeldOverlappedExchange` with
     `overlap`) in place of its exchange."""
 
-    def _make_exchange(self, centered, global_step):
-        common = (centered, self._getter.worker_device, self._moving_rate, global_step,
-                  self._use_locking)  # fmt: skip
-        if not self._overlap:
-            return HeldExchange(*common, self._transport, self._wire)
-        self._overlapped.append(HeldOverlappedExchange(*common, self._wire))
-        return self._overlapped[-1]
+    _exchange_class = HeldExchange
+    _overlapped_exchange_class = HeldOverlappedExchange
 
 
 def build(cluster_spec, ps_tasks, container, optimizer_class=HeldOptimizer, **kwargs):
