@@ -8,10 +8,11 @@
 Workers are server tasks, 16 to a host process (common/scale_task.py), whose local step waits the
 real step's calibrated time. For each ps count and wire, fresh ps processes serve the
 workers added in steps (their memory measured at each), then every (workers, tau, link
-rate) window runs, interleaved, CPU time and link bytes read at its edges. One worker's
-exchange alone is timed with its calls to 2 and 4 ps tasks all at once and, in the same
-run, one after the other (the exchange before issue 38). Then what a 64-worker job needs
-besides exchanges: start-up and end, the work ledger, checkpoints.
+rate) window runs, interleaved, CPU time and link bytes read at its edges. Then what a
+64-worker job needs besides exchanges: start-up and end, the work ledger, checkpoints. Last,
+in a cluster of its own (one worker), one exchange alone is timed with its calls to 2 and 4
+ps tasks all at once and, in the same run, one after the other (the exchange before issue
+38).
 """
 
 import os
@@ -321,7 +322,7 @@ def measure(results, log):
     results["calls_at_once"] = results["replies_at_once"] = True
     logs = pathlib.Path(tempfile.mkdtemp(prefix="easgd-bench-scale-logs-"))
     most = max(plan["workers"])
-    max_ps = max(plan["ps"] + plan["calls_ps"])
+    max_ps = max(plan["ps"])
     with ScaleCluster(max_ps, most, plan["hosts"], logs, reason is None) as cluster:
         log(f"{most} workers in {plan['hosts']} hosts; logs {logs}; links: {reason or 'shaped'}")
         compute_secs = cluster.call(0, "calibrate", model=MODEL)["compute_secs"]
@@ -336,7 +337,6 @@ def measure(results, log):
             container = f"k{os.getpid()}x{index}"
             results["constants"].append(exchange_alone(cluster, model, ps_tasks, wire, container))
             log("  constants " + scale_report.window_line(results["constants"][-1]))
-        results["calls"] = calls(cluster, plan, log)
         cluster.stop_ps()
         rough = scale_report.rough_costs(results["constants"], MODEL)
         results["ps_counts"] = [
@@ -351,6 +351,14 @@ def measure(results, log):
             "job": [job(cluster, MODEL, w, max(plan["ps"]), log) for w in sorted({2, most})],
             "chief_delay_secs": CHIEF_DELAY_SECS,
         }
+        cluster.stop_ps()
+    # One exchange alone, in a cluster of its own: the 63 idle worker servers of the cluster
+    # above share the worker's core and made its exchange at 4 ps 1 Gbit/s about a tenth
+    # slower (a probe on e94623b: 70 ms against 64), the serial forms' hardly at all.
+    with ScaleCluster(max(plan["calls_ps"]), 1, 1, logs / "calls", reason is None) as cluster:
+        cluster.start_ps()
+        results["calls"] = calls(cluster, plan, log)
+        results["calls_cluster"] = {"workers": 1, "hosts": 1}
         cluster.stop_ps()
     if not quick:  # Processes that leave the C allocator as it is (BENCHMARKS.md section 6).
         with ScaleCluster(1, 1, 1, logs / "untuned", reason is None, malloc=False) as cluster:

@@ -31,13 +31,21 @@ def calls_table(results):
     return [
         "### One exchange's calls: before issue 38, one after the other, and all at once", "",
         f"One worker exchanging {results['model']} back to back, float32, medians (ms) of "
-        f"{rounds} interleaved round(s) of each form in this run. Before issue 38: the calls "
-        "one after the other, each task's replies sent after its updates; one after the "
-        "other: the library's calls, chained (the two built again for this comparison); at "
-        "once: the library's exchange.", "",
+        f"{rounds} interleaved round(s) of each form in this run{_alone(results)}. Before "
+        "issue 38: the calls one after the other, each task's replies sent after its updates; "
+        "one after the other: the library's calls, chained (the two built again for this "
+        "comparison); at once: the library's exchange.", "",
         table(f"ps | -link | {names} | ratio to before | ratio to one after the other",
               rows), "",
     ]  # fmt: skip
+
+
+def _alone(results):
+    """Where the calls ran: in a cluster of their own since 38's last runs, before that
+    beside the many-worker cluster's idle workers."""
+    if "calls_cluster" in results:
+        return ", in a cluster of one worker (nothing else on its core)"
+    return ", beside the idle workers of the many-worker cluster"
 
 
 def _ratio(seconds, other):

@@ -30,10 +30,28 @@ def _run(model_dir, *flags):
     return job, summary
 
 
+def _assert_every_exchange_counted(job, summary):
+    """tau 10: 100 exchanges per worker, all counted once the chief has waited for worker 1.
+
+    Unless a worker recovered from a lost task (seen under load: a ps's AbortedError "The
+    same RunGraph request was received twice"): it starts again from the centre, and the
+    exchange in flight then may or may not have been counted (a tf1 worker reports each
+    recovery as "recovering", a Keras worker counts them in "done"). One each at most.
+    """
+    workers = ("worker 0", "worker 1")
+    recoveries = sum(len(job.of(name, "recovering")) for name in workers)
+    recoveries += sum(e.get("recoveries", 0) for name in workers for e in job.of(name, "done"))
+    assert abs(summary["exchanges"] - 2 * STEPS // PERIOD) <= recoveries, (
+        summary["exchanges"],
+        [e for name in workers for e in job.of(name, "done") + job.of(name, "recovering")],
+    )
+
+
 @pytest.fixture(scope="module")
 def tf1_summary(tmp_path_factory):
     """The yardstick: the same job with --api=tf1, once for both Keras runs."""
-    _, summary = _run(tmp_path_factory.mktemp("tf1"))
+    job, summary = _run(tmp_path_factory.mktemp("tf1"))
+    _assert_every_exchange_counted(job, summary)
     return summary
 
 
@@ -64,8 +82,8 @@ def test_model_fit_reaches_the_centre_accuracy_of_the_tf1_job(
     assert summary["api"] == "keras"
     assert summary["local_steps"] == {"0": STEPS, "1": STEPS}
     assert summary["unfinished_workers"] == []
-    # tau 10: 100 exchanges per worker, all counted once the chief has waited for worker 1.
-    assert summary["exchanges"] == tf1["exchanges"] == 2 * STEPS // PERIOD
+    _assert_every_exchange_counted(job, summary)
+    assert all(isinstance(e["recoveries"], int) for e in job.of("worker 1", "done"))
     # The same MLP, optimizer (momentum 0.05), data and exchanges: the two centres land
     # within a point or two of each other (tf1 0.97; keras 0.96-0.97 here).
     assert summary["test_accuracy"] > MIN_ACCURACY

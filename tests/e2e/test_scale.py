@@ -37,7 +37,8 @@ def test_the_quick_run_measures_and_writes_its_report(tmp_path):
     assert constants["exchanges"] > 0 and sum(constants["ps_cpu"]) > 0
     assert constants["hosts_cpu"] > 0
     # One exchange alone on 2 ps tasks in each form: before issue 38, its calls one after
-    # the other, and the library's.
+    # the other, and the library's; in a cluster of its own, no idle worker beside it.
+    assert results["calls_cluster"] == {"workers": 1, "hosts": 1}
     assert sorted((m["ps"], m["form"]) for m in results["calls"]) == [
         (2, "at_once"),
         (2, "before_38"),
@@ -73,6 +74,7 @@ def test_the_quick_run_measures_and_writes_its_report(tmp_path):
     assert "### One exchange's calls: before issue 38, one after the other, and all at once" in (
         text
     )
+    assert "in a cluster of one worker (nothing else on its core)" in text
     # Every window beside its prediction goes to a CSV the block links to, not into it.
     windows = (tmp_path / "scale_windows.csv").read_text().splitlines()
     assert len(windows) == 1 + len(windows_kept(results))

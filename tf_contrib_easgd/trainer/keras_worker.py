@@ -118,6 +118,7 @@ class _Progress(tf.keras.callbacks.Callback):
         self._reporter.event(
             "done",
             steps=steps,
+            recoveries=self._easgd.recoveries,
             secs=self.train_secs,
             steps_per_sec=steps / max(self.train_secs, 1e-9),
         )
