@@ -20,7 +20,6 @@ from tf_contrib_easgd import (
     train_with_recovery,
     wait_until_reachable,
 )
-from tf_contrib_easgd.job.recovery import first_line
 from tf_contrib_easgd.trainer import (
     checkpoint_fit,
     cluster,
@@ -144,7 +143,7 @@ def _train_with_recovery(worker, state):
         del recoveries  # `state` counts the recoveries of `_RecoveryReporter` too.
         state.begin_recovery()
         worker.reporter.event(
-            "recovering", step=state.step, error=f"{type(error).__name__}: {first_line(error)}"
+            "recovering", step=state.step, error=f"{type(error).__name__}: {_first_line(error)}"
         )
 
     return train_with_recovery(
@@ -354,3 +353,9 @@ def _report_centre(sess, worker, step):
     worker.writer.add_summary(
         export.scalars_summary({"centre/test_accuracy": accuracy, "centre/test_loss": loss}), step
     )
+
+
+def _first_line(error):
+    """The first line of an error's message, for a progress event."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else ""
