@@ -355,10 +355,12 @@ def measure(results, log):
     # One exchange alone, in a cluster of its own: the 63 idle worker servers of the cluster
     # above share the worker's core and made its exchange at 4 ps 1 Gbit/s about a tenth
     # slower (a probe on e94623b: 70 ms against 64), the serial forms' hardly at all.
-    with ScaleCluster(max(plan["calls_ps"]), 1, 1, logs / "calls", reason is None) as cluster:
+    alone = {"workers": 1, "hosts": 1}
+    with ScaleCluster(max(plan["calls_ps"]), alone["workers"], alone["hosts"], logs / "calls",
+                      reason is None) as cluster:  # fmt: skip
         cluster.start_ps()
         results["calls"] = calls(cluster, plan, log)
-        results["calls_cluster"] = {"workers": 1, "hosts": 1}
+        results["calls_cluster"] = alone
         cluster.stop_ps()
     if not quick:  # Processes that leave the C allocator as it is (BENCHMARKS.md section 6).
         with ScaleCluster(1, 1, 1, logs / "untuned", reason is None, malloc=False) as cluster:

@@ -41,8 +41,8 @@ def calls_table(results):
 
 
 def _alone(results):
-    """Where the calls ran: in a cluster of their own since 38's last runs, before that
-    beside the many-worker cluster's idle workers."""
+    """Where the calls ran: in a cluster of their own (results with "calls_cluster", from
+    83200f2 on), or before that beside the many-worker cluster's idle workers."""
     if "calls_cluster" in results:
         return ", in a cluster of one worker (nothing else on its core)"
     return ", beside the idle workers of the many-worker cluster"

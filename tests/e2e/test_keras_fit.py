@@ -83,7 +83,8 @@ def test_model_fit_reaches_the_centre_accuracy_of_the_tf1_job(
     assert summary["local_steps"] == {"0": STEPS, "1": STEPS}
     assert summary["unfinished_workers"] == []
     _assert_every_exchange_counted(job, summary)
-    assert all(isinstance(e["recoveries"], int) for e in job.of("worker 1", "done"))
+    [done] = job.of("worker 1", "done")  # It counts its recoveries.
+    assert isinstance(done["recoveries"], int)
     # The same MLP, optimizer (momentum 0.05), data and exchanges: the two centres land
     # within a point or two of each other (tf1 0.97; keras 0.96-0.97 here).
     assert summary["test_accuracy"] > MIN_ACCURACY
