@@ -22,7 +22,7 @@ import time
 
 from absl import app
 
-from benchmarks import scale_report
+from benchmarks import scale_report, scale_windows
 from benchmarks.common import cost_model, network, protocol, report
 from benchmarks.common.harness import (
     PS_CPUS,
@@ -33,7 +33,7 @@ from benchmarks.common.harness import (
     rss_bytes,
     wall_time_in,
 )
-from benchmarks.scale_report import percentiles
+from benchmarks.scale_windows import percentiles
 
 report.define_flags("scale", "docs/SCALING.md")
 MODEL = "mlp-2.9M"
@@ -145,7 +145,7 @@ def timing(rough, quick, workers, ps_tasks, wire, period, rate, compute_secs):
     exchanges, within bounds, as the model with the constants' costs predicts; None when
     three cycles do not fit into the longest window (then the model alone speaks)."""
     cluster = scale_report.harness_cluster(workers, ps_tasks, rate)
-    size = scale_report.wire_bytes(protocol.MODELS[MODEL].num_params, wire)
+    size = scale_windows.wire_bytes(protocol.MODELS[MODEL].num_params, wire)
     predicted = cost_model.predict(cluster, rough[wire], size, period, compute_secs)
     cycle = workers / predicted.exchanges_per_sec
     low, high = QUICK_WINDOW_SECS if quick else WINDOW_SECS
@@ -196,13 +196,13 @@ def measure_ps_count(cluster, plan, quick, ps_tasks, wire, compute_secs, rough, 
         measured = window(cluster, workers, period, compute_secs, times[1], index, times[0])
         longer = timing_measured(measured, quick)
         if longer is not None:
-            log("    too short: " + scale_report.window_line({**measured, "rate": rate}))
+            log("    too short: " + scale_windows.window_line({**measured, "rate": rate}))
             first = {"seconds": measured["seconds"], "exchanges": measured["exchanges"]}
             measured = window(cluster, workers, period, compute_secs, longer[1],
                               len(combos) * 2 + index, longer[0])  # fmt: skip
             measured["lengthened_from"], times = first, longer
         windows.append({**measured, "rate": rate, "warm": times[0]})
-        log("    " + scale_report.window_line(windows[-1]))
+        log("    " + scale_windows.window_line(windows[-1]))
     repeats = []
     if (ps_tasks, wire) == (max(plan["ps"]), None):  # How much a window varies.
         for first, m in enumerate(windows):
@@ -213,7 +213,7 @@ def measure_ps_count(cluster, plan, quick, ps_tasks, wire, compute_secs, rough, 
                 again = window(cluster, m["workers"], m["period"], compute_secs, m["seconds"],
                                len(combos) + first, m["warm"])  # fmt: skip
                 repeats.append({**again, "rate": m["rate"], "repeat_of": first})
-                log("    again: " + scale_report.window_line(repeats[-1]))
+                log("    again: " + scale_windows.window_line(repeats[-1]))
     if cluster.network is not None:
         cluster.set_ps_rate(None)
     result = {"ps": ps_tasks, "wire": wire, "memory": memory,
@@ -256,7 +256,7 @@ def calls(cluster, plan, log):
                     container = f"q{os.getpid()}p{ps_tasks}r{round_index}f{kind}{rate}"
                     m = exchange_alone(cluster, MODEL, ps_tasks, None, container, form)
                     rows.append({**m, "rate": rate, "form": form, "round": round_index})
-                    log(f"  calls {protocol.CALL_FORMS[form]}: " + scale_report.window_line(m))
+                    log(f"  calls {protocol.CALL_FORMS[form]}: " + scale_windows.window_line(m))
     if cluster.network is not None:
         cluster.set_ps_rate(None)
     return rows
@@ -362,7 +362,7 @@ def measure(results, log):
         for index, (model, ps_tasks, wire) in enumerate(passes):
             container = f"k{os.getpid()}x{index}"
             results["constants"].append(exchange_alone(cluster, model, ps_tasks, wire, container))
-            log("  constants " + scale_report.window_line(results["constants"][-1]))
+            log("  constants " + scale_windows.window_line(results["constants"][-1]))
         cluster.stop_ps()
         rough = scale_report.rough_costs(results["constants"], MODEL)
         results["ps_counts"] = [
