@@ -87,9 +87,8 @@ def predicted(results, window, ps_tasks, wire, by_link, compute):
 
 def costs(results):
     """`({(wire, link rate): Costs}, compute secs, {(wire, rate): (worker, ps) load
-    factors})` (module docstring). Each link rate has load factors of its own: at 1 Gbit/s
-    both sides spent 1.2 to 1.6 times the unshaped links' CPU an exchange in every run from
-    6b196fe to f4c8585 (float32), at 10 Gbit/s 0.9 to 1.1."""
+    factors})` (module docstring). Each link rate has load factors of its own: a slow link
+    costs CPU (docs/SCALING.md, "The cost model")."""
     rows = [r for r in results["constants"] if r["ps"] == 1 and r["exchanges"]]
     local = next(pc["local"] for pc in results["ps_counts"] if "local" in pc)
     step_secs = statistics.median(w["hosts_cpu"] / w["steps"] for w in local)
