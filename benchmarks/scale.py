@@ -49,10 +49,6 @@ QUICK = {"workers": (2,), "ps": (1,), "periods": (10,), "wires": (None,),
 #: A window lasts for about this many exchanges, within these bounds (s).
 WINDOW_EXCHANGES, WINDOW_SECS, QUICK_WINDOW_SECS = 20, (2.0, 6.0), (1.0, 2.0)
 WARM_SECS, MAX_WARM_SECS = 1.0, 4.0
-#: A window that held fewer than three of its workers' cycles (the model's guess of the
-#: cycle was short) runs again, three measured cycles long, if that is this much longer:
-#: in 83200f2's run 44 of 142 windows held fewer, and a worker counted one exchange or two.
-LONGER_BY = 1.5
 CONSTANTS_SECS = 3.0  # The constants pass's window of back-to-back exchanges.
 #: Before its windows, a pass runs every worker unmeasured this long (--quick: the second):
 #: the ps heaps grow to what many exchanges in flight hold. Without it the first windows
@@ -155,21 +151,6 @@ def timing(rough, quick, workers, ps_tasks, wire, period, rate, compute_secs):
     return min(max(cycle, WARM_SECS), MAX_WARM_SECS), min(high, seconds)
 
 
-def timing_measured(measured, quick):
-    """(warm-up, window) seconds for a window again when `measured`, sized from the model's
-    guess, held fewer than three of its workers' cycles: three measured cycles, within
-    bounds. None when it held three, or a longer window would not be LONGER_BY longer."""
-    cycles = measured["exchanges"] / measured["workers"]
-    if cycles >= 3:
-        return None
-    high = (QUICK_WINDOW_SECS if quick else WINDOW_SECS)[1]
-    cycle = measured["seconds"] / cycles if cycles else high
-    seconds = min(high, 3 * cycle)
-    if seconds < LONGER_BY * measured["seconds"]:
-        return None
-    return min(max(cycle, WARM_SECS), MAX_WARM_SECS), seconds
-
-
 def measure_ps_count(cluster, plan, quick, ps_tasks, wire, compute_secs, rough, log):
     """Fresh ps tasks; the workers added in steps with the ps memory at each; then every
     (rate, workers, period) window, interleaved. The results of this ps count and wire."""
@@ -194,7 +175,8 @@ def measure_ps_count(cluster, plan, quick, ps_tasks, wire, compute_secs, rough, 
             skipped.append({"workers": workers, "period": period, "rate": rate})
             continue
         measured = window(cluster, workers, period, compute_secs, times[1], index, times[0])
-        longer = timing_measured(measured, quick)
+        longest = (QUICK_WINDOW_SECS if quick else WINDOW_SECS)[1]
+        longer = scale_windows.again(measured, longest, (WARM_SECS, MAX_WARM_SECS))
         if longer is not None:
             log("    too short: " + scale_windows.window_line({**measured, "rate": rate}))
             first = {"seconds": measured["seconds"], "exchanges": measured["exchanges"]}

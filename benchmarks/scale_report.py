@@ -2,9 +2,9 @@
 
 The cost model's constants come from the measurements (`costs`): the constants pass's
 back-to-back exchanges of two model sizes give each side's CPU per call and per byte, the
-windows of each link rate a load factor per side (a slow link costs more CPU a byte), the
-windows without exchanges a local step's overhead and the compute; the link efficiency and
-the two crowding rates are fitted to every window's exchanges/s.
+windows of each wire and link rate a load factor per side (a slow link's exchange costs
+more CPU), the windows without exchanges a local step's overhead and the compute; the link
+efficiency and the two crowding rates are fitted to every window's exchanges/s.
 """
 
 import csv
@@ -70,7 +70,7 @@ def exchange_form(results):
 def link_costs(by_link, wire, rate):
     """The `Costs` of `wire` on links at `rate` (`costs`), the unshaped links' where that
     rate was not measured."""
-    return by_link.get((wire, rate), by_link[(wire, None)])
+    return by_link.get((wire, rate)) or by_link[(wire, None)]
 
 
 def unshaped(by_link):
@@ -188,6 +188,15 @@ def write_csv(results, rows, path):
             ])  # fmt: skip
 
 
+def _again_text(rows):
+    """How many of the compared windows ran again, longer (`scale_windows.again`)."""
+    again = sum("lengthened_from" in r["window"] for r in rows)
+    if not again:
+        return ""
+    return (f" {again} of them ran again, three measured cycles long: they had held two "
+            "cycles or fewer (the first reading is in scale.json, `lengthened_from`).")  # fmt: skip
+
+
 def _summary_table(results, rows):
     """Exchanges/s measured (model) at a few W, tau = the first period, per ps, wire, link."""
     plan, cells = results["plan"], {}
@@ -278,7 +287,7 @@ def block(results, compared, plot_path, csv_path):
         f"model is off by more than 25 % at {sum(e > 0.25 for e in errors)} of {len(errors)} "
         f"windows (median error {statistics.median(errors) * 100:.0f} %); every window beside "
         f"its prediction: [{pathlib.Path(csv_path).name}]({csv_path}). \"-\": not run, or fewer "
-        "exchanges than workers.",
+        f"exchanges than workers.{_again_text(rows)}",
         "", _summary_table(results, rows), "",
         f"![exchanges per second against workers]({plot_path})", "",
         *scale_windows.repeats_table(results),

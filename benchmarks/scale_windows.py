@@ -1,6 +1,7 @@
 """What a window of the scale harness measured (benchmarks/scale.py): its latencies'
-percentiles, CPU per exchange, log line, the windows the report keeps, the share of the
-pinned cores not charged to the run, and the table of windows run twice.
+percentiles, CPU per exchange, log line, whether it runs again longer, the windows the
+report keeps, the share of the pinned cores not charged to the run, and the table of
+windows run twice.
 """
 
 import statistics
@@ -9,6 +10,11 @@ import numpy as np
 
 from benchmarks.common.network import rate_bits_per_sec
 from benchmarks.common.report import ms, table
+
+#: A window that held fewer than three of its workers' cycles (the rough model's guess of
+#: the cycle was short) runs again, three measured cycles long, if that is this much longer:
+#: in 83200f2's run 44 of 142 windows held fewer than three, 3 of them two or fewer.
+LONGER_BY = 1.5
 
 
 def percentiles(values):
@@ -42,6 +48,21 @@ def window_line(m):
         f"{m['exchanges'] / m['seconds']:.1f} x/s, latency {ms(m['latency']['median'])} ms, "
         f"ps {ps:.1f} ms/x, hosts {hosts:.1f} ms/x"
     )
+
+
+def again(measured, longest, warm_bounds):
+    """(warm-up, window) seconds for running window `measured` again: three of its workers'
+    measured cycles, at most `longest`, warmed up one cycle within `warm_bounds` (low,
+    high). None when it held three cycles, or the new window would not be LONGER_BY times
+    as long (so only windows of two cycles or fewer run again)."""
+    cycles = measured["exchanges"] / measured["workers"]
+    if cycles >= 3:
+        return None
+    cycle = measured["seconds"] / cycles if cycles else longest
+    seconds = min(longest, 3 * cycle)
+    if seconds < LONGER_BY * measured["seconds"]:
+        return None
+    return min(max(cycle, warm_bounds[0]), warm_bounds[1]), seconds
 
 
 def valid(results):

@@ -15,7 +15,7 @@ import sys
 
 from processes import child_env
 
-from benchmarks import scale, scale_report
+from benchmarks import scale_report
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -98,21 +98,3 @@ def test_help_answers_at_once_without_tensorflow():
         cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     assert finished.stdout.strip() == "False"
-
-
-def test_a_window_shorter_than_three_cycles_runs_again_three_measured_cycles_long():
-    def measured(workers, seconds, exchanges):
-        return {"workers": workers, "seconds": seconds, "exchanges": exchanges}
-
-    # 16 workers, 18 exchanges in 2 s: 1.125 cycles each, so a cycle of 2 / 1.125 =
-    # 1.78 s; three are 5.33 s (within 6 s), warmed up one cycle.
-    warm, seconds = scale.timing_measured(measured(16, 2.0, 18), quick=False)
-    assert (round(warm, 2), round(seconds, 2)) == (1.78, 5.33)
-    # Three cycles held (48 = 3 x 16): as it was.
-    assert scale.timing_measured(measured(16, 2.0, 48), quick=False) is None
-    # 2.5 cycles of 0.8 s: three are 2.4 s, not 1.5 x 2 s longer: as it was.
-    assert scale.timing_measured(measured(2, 2.0, 5), quick=False) is None
-    # No exchange at all: the longest window, warmed up the longest.
-    assert scale.timing_measured(measured(4, 2.0, 0), quick=False) == (4.0, 6.0)
-    # --quick's longest window is 2 s: one cycle of 1 s becomes (1 s, 2 s), not 3 s.
-    assert scale.timing_measured(measured(2, 1.0, 2), quick=True) == (1.0, 2.0)
