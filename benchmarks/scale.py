@@ -165,7 +165,7 @@ def measure_ps_count(cluster, plan, quick, ps_tasks, wire, compute_secs, rough, 
     rates, windows, skipped = plan["bf16_rates"] if wire else plan["rates"], [], []
     combos = [(r, w, p) for r in rates for w in plan["workers"] for p in plan["periods"]]
     cluster.pin()
-    settle = SETTLE_SECS[quick]
+    settle, longest = SETTLE_SECS[quick], (QUICK_WINDOW_SECS if quick else WINDOW_SECS)[1]
     window(cluster, max(plan["workers"]), plan["periods"][0], compute_secs, settle, 10**6, 1.0)
     for index, (rate, workers, period) in enumerate(combos):
         if cluster.network is not None:
@@ -175,7 +175,6 @@ def measure_ps_count(cluster, plan, quick, ps_tasks, wire, compute_secs, rough, 
             skipped.append({"workers": workers, "period": period, "rate": rate})
             continue
         measured = window(cluster, workers, period, compute_secs, times[1], index, times[0])
-        longest = (QUICK_WINDOW_SECS if quick else WINDOW_SECS)[1]
         longer = scale_windows.again(measured, longest, (WARM_SECS, MAX_WARM_SECS))
         if longer is not None:
             log("    too short: " + scale_windows.window_line({**measured, "rate": rate}))

@@ -67,12 +67,6 @@ def exchange_form(results):
             "late_replies": not results.get("replies_at_once", False)}  # fmt: skip
 
 
-def link_costs(by_link, wire, rate):
-    """The `Costs` of `wire` on links at `rate` (`costs`), the unshaped links' where that
-    rate was not measured."""
-    return by_link.get((wire, rate)) or by_link[(wire, None)]
-
-
 def unshaped(by_link):
     """{wire: Costs} of the unshaped links: what the saturation and the rule's tables use."""
     return {wire: c for (wire, rate), c in by_link.items() if rate is None}
@@ -81,7 +75,7 @@ def unshaped(by_link):
 def predicted(results, window, ps_tasks, wire, by_link, compute):
     cluster = harness_cluster(window["workers"], ps_tasks, window["rate"], exchange_form(results))
     size = wire_bytes(protocol.MODELS[results["model"]].num_params, wire)
-    costs_ = link_costs(by_link, wire, window["rate"])
+    costs_ = by_link[(wire, window["rate"])]
     return cost_model.predict(cluster, costs_, size, window["period"], compute)
 
 
@@ -94,6 +88,7 @@ def costs(results):
     step_secs = statistics.median(w["hosts_cpu"] / w["steps"] for w in local)
     compute = statistics.median(w["workers"] * w["seconds"] / w["steps"] for w in local)
     params = protocol.MODELS[results["model"]].num_params
+    windows = list(valid(results))
     by_link, factors = {}, {}
     for wire in {r["wire"] for r in rows}:
         size = wire_bytes(params, wire)
@@ -104,8 +99,8 @@ def costs(results):
         w_k = (w1 - w0) / (b1 - b0) if b1 > b0 else w1 / b1
         base = cost_model.Costs(max(0.0, w1 - w_k * b1), w_k, max(0.0, ps1 - ps_k * b1), ps_k,
                                 step_secs)  # fmt: skip
-        for rate in {m["rate"] for _, w, m in valid(results) if w == wire} | {None}:
-            same = [(p, m) for p, w, m in valid(results) if w == wire and m["rate"] == rate]
+        for rate in {m["rate"] for _, w, m in windows if w == wire} | {None}:
+            same = [(p, m) for p, w, m in windows if w == wire and m["rate"] == rate]
             ps_factor = _median_ratio(
                 (per_exchange(m)[0], p * base.ps_secs(size, p)) for p, m in same
             )
@@ -118,7 +113,6 @@ def costs(results):
                 base.ps_call_secs * ps_factor, base.ps_byte_secs * ps_factor, step_secs,
             )  # fmt: skip
             factors[(wire, rate)] = (worker_factor, ps_factor)
-    windows = list(valid(results))
 
     def fitted(values):
         return dict(zip(FITTED, (float(v) for v in values), strict=True))
@@ -240,15 +234,16 @@ def _rule_table(by_wire):
 
 
 def _costs_table(by_link, factors):
-    order = {rate: i for i, rate in enumerate((None, "10gbit", "1gbit"))}
+    def fastest_first(item):  # Unshaped links, then by rate.
+        (wire, rate), _ = item
+        return wire or "", -rate_bits_per_sec(rate) if rate else -math.inf
+
     rows = [
         [wire or "float32", rate_name(rate),
          f"{c.worker_call_secs * 1e3:.2f}, {c.worker_byte_secs * 1e9:.2f}",
          f"{c.ps_call_secs * 1e3:.2f}, {c.ps_byte_secs * 1e9:.2f}",
          "{:.2f}, {:.2f}".format(*factors[(wire, rate)]), f"{c.worker_step_secs * 1e6:.0f}"]
-        for (wire, rate), c in sorted(
-            by_link.items(), key=lambda item: (item[0][0] or "", order.get(item[0][1], 9))
-        )
+        for (wire, rate), c in sorted(by_link.items(), key=fastest_first)
     ]  # fmt: skip
     header = "-wire | -link | worker: ms a call, ns a byte | ps: ms a call, ns a byte | "
     header += "load factor: "
@@ -324,7 +319,7 @@ def plot(results, rows, by_link, compute, path):
                 continue
             label = f"{wire or 'float32'}, {rate_name(rate)}"
             axis.plot(*zip(*points, strict=True), "o", color=f"C{index}", ms=4, label=label)
-            costs_ = link_costs(by_link, wire or None, rate or None)
+            costs_ = by_link[(wire or None, rate or None)]
             size = wire_bytes(params, wire)
             clusters = [harness_cluster(int(w), ps_tasks, rate or None, exchange_form(results))
                         for w in grid]  # fmt: skip

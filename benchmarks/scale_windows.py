@@ -90,10 +90,10 @@ def repeats_table(results):
     """Windows run twice: exchanges/s the first time and again."""
     rows = []
     for pc in results["ps_counts"]:
-        for again in pc.get("repeats", []):
-            first = pc["windows"][again["repeat_of"]]
-            rates = [m["exchanges"] / m["seconds"] for m in (first, again)]
-            rows.append([pc["ps"], rate_name(again["rate"]), again["period"], again["workers"],
+        for repeat in pc.get("repeats", []):
+            first = pc["windows"][repeat["repeat_of"]]
+            rates = [m["exchanges"] / m["seconds"] for m in (first, repeat)]
+            rows.append([pc["ps"], rate_name(repeat["rate"]), repeat["period"], repeat["workers"],
                          f"{rates[0]:.1f}", f"{rates[1]:.1f}",
                          f"{max(rates) / min(rates):.2f}" if min(rates) else "-"])  # fmt: skip
     if not rows:
